@@ -1,0 +1,268 @@
+"""Build CUDA source for Hopper: one way, on any machine.
+
+    from judge import build
+    b = build.compile("chapters/01_cp_async/sgemm_cp_async.cu", defines={"STAGES": 4})
+    print(b.resources)          # registers, shared memory, spills (from ptxas -v)
+    print(b.sass_of("sgemm"))   # the SASS of one kernel
+    b.uses("cp.async")          # True: LDGSTS is in the SASS
+    k = b.kernel("sgemm")       # a cupy.RawKernel, on a machine with a GPU
+
+Source -> NVRTC -> cubin for an explicit target (default sm_90a), always; the same
+cubin is disassembled (nvdisasm) and, on a GPU, loaded through cupy.RawModule.
+No CUDA toolkit is needed: NVRTC, the CUDA headers and nvdisasm come from pip wheels.
+
+Headers included with quotes (#include "x.cuh") are inlined, with #line markers so
+that errors and SASS line info still name the learner's file and line. The compile
+cache is keyed by the inlined source, the options and the NVRTC version.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from pathlib import Path
+
+from . import config, sass as _sass
+
+#: every source file a build read in this process (used by the Hopper record's hashes)
+SOURCES_READ: set[Path] = set()
+
+_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+class CompileError(Exception):
+    """The compiler rejected the source. str() is NVRTC's log, naming file and line."""
+
+    def __init__(self, log: str, name: str):
+        self.log = log.strip()
+        self.name = name
+        super().__init__(f"{name} did not compile:\n{self.log}")
+
+    def first_error(self) -> str:
+        for line in self.log.splitlines():
+            if "error" in line:
+                return line.strip()
+        return self.log.splitlines()[0] if self.log else "unknown compile error"
+
+
+class NoGPU(RuntimeError):
+    """Raised when code asks to run a kernel on a machine with no usable GPU."""
+
+
+# ---------------------------------------------------------------------------- tools
+def _nvidia_root() -> Path | None:
+    try:
+        import nvidia  # namespace package of the NVIDIA pip wheels
+    except ImportError:
+        return None
+    for p in nvidia.__path__:
+        for sub in ("cu13", "cu12"):
+            if (Path(p) / sub).is_dir():
+                return Path(p) / sub
+    return None
+
+
+@lru_cache(None)
+def include_dirs() -> tuple[str, ...]:
+    """System include folders for NVRTC: the pip wheels' headers first, then a toolkit's, if any."""
+    dirs = []
+    root = _nvidia_root()
+    if root is not None:
+        for sub in ("include", "include/cccl"):
+            if (root / sub).is_dir():
+                dirs.append(str(root / sub))
+    if not dirs:  # e.g. a GPU machine whose CuPy uses a system toolkit
+        for base in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+            if base and (Path(base) / "include" / "cuda_runtime.h").exists():
+                dirs.append(str(Path(base) / "include"))
+                if (Path(base) / "include" / "cccl").is_dir():
+                    dirs.append(str(Path(base) / "include" / "cccl"))
+                break
+    return tuple(dirs)
+
+
+@lru_cache(None)
+def tool(name: str) -> str:
+    """Path of nvdisasm / cuobjdump: the pip wheel's first, then PATH."""
+    root = _nvidia_root()
+    if root is not None and (root / "bin" / name).exists():
+        return str(root / "bin" / name)
+    found = shutil.which(name)
+    if found:
+        return found
+    raise FileNotFoundError(
+        f"{name} not found: install the wheel 'nvidia-cuda-{name}' (pip install -e . does)")
+
+
+def nvrtc_version() -> str:
+    from cupy.cuda import nvrtc
+    major, minor = nvrtc.getVersion()
+    return f"{major}.{minor}"
+
+
+# ---------------------------------------------------------------------------- source
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(config.ROOT))
+    except ValueError:
+        return str(path)
+
+
+def inline_headers(text: str, path: Path | None, seen: set[Path] | None = None) -> str:
+    """Inline #include "..." (relative to the file, then judge/include) with #line markers."""
+    seen = set() if seen is None else seen
+    here = path.parent if path is not None else Path.cwd()
+    out = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        m = _INCLUDE_RE.match(line)
+        if not m:
+            out.append(line)
+            continue
+        name = m.group(1)
+        for cand in (here / name, config.INCLUDE_DIR / name):
+            if cand.exists():
+                cand = cand.resolve()
+                break
+        else:
+            where = f"{_display(path)}({lineno})" if path else f"<source>({lineno})"
+            raise CompileError(f'{where}: error: cannot open header "{name}" '
+                               f"(looked beside the file and in judge/include)", where)
+        if cand not in seen:           # headers are included once (#pragma once semantics)
+            seen.add(cand)
+            SOURCES_READ.add(cand)
+            out.append(f'#line 1 "{_display(cand)}"')
+            out.append(inline_headers(cand.read_text(), cand, seen))
+        out.append(f'#line {lineno + 1} "{_display(path) if path else "source.cu"}"')
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------- build
+@dataclass
+class Build:
+    """A compiled module: cubin bytes, the compiler log, and what can be read from them."""
+    name: str                # the file it came from (or "source.cu")
+    target: str
+    cubin: bytes
+    log: str
+    source: str              # the inlined source that was compiled
+    options: tuple[str, ...]
+    key: str
+    cubin_path: Path = field(repr=False, default=None)
+
+    # -- reading the binary (any machine)
+    @cached_property
+    def sass(self) -> str:
+        """The whole module's SASS, as nvdisasm prints it."""
+        return _sass.disassemble(self.cubin_path)
+
+    def sass_of(self, kernel: str) -> str:
+        return _sass.kernel_section(self.sass, kernel)
+
+    def uses(self, feature: str, kernel: str | None = None) -> bool:
+        """Does the SASS prove the feature was used? Features: judge.sass.FEATURES."""
+        return _sass.uses(self.sass_of(kernel) if kernel else self.sass, feature)
+
+    def features(self, kernel: str | None = None) -> dict[str, int]:
+        return _sass.feature_counts(self.sass_of(kernel) if kernel else self.sass)
+
+    @cached_property
+    def resources(self) -> dict[str, dict[str, int]]:
+        """Per kernel: registers, shared (static bytes), stack, spill_stores, spill_loads."""
+        return _sass.parse_ptxas_log(self.log)
+
+    @property
+    def kernels(self) -> list[str]:
+        return list(self.resources)
+
+    def warnings(self) -> list[str]:
+        return [l.strip() for l in self.log.splitlines() if "warning" in l.lower()]
+
+    # -- running (GPU only)
+    def module(self):
+        from . import gpu
+        if not gpu.available():
+            raise NoGPU(gpu.no_gpu_reason())
+        return _load_module(str(self.cubin_path))
+
+    def kernel(self, name: str):
+        """A cupy.RawKernel for an extern "C" kernel of this module."""
+        return self.module().get_function(name)
+
+
+@lru_cache(None)
+def _load_module(cubin_path: str):
+    import cupy
+    return cupy.RawModule(path=cubin_path)
+
+
+def _is_path(source) -> bool:
+    if isinstance(source, Path):
+        return True
+    return isinstance(source, str) and "\n" not in source and source.endswith((".cu", ".cuh"))
+
+
+def compile(source, *, target: str = config.DEFAULT_TARGET, defines: dict | None = None,
+            options: tuple[str, ...] = (), name: str | None = None) -> Build:
+    """Compile a .cu file (path) or CUDA source text (str) to a cubin for `target`.
+
+    defines: {"STAGES": 4} becomes -DSTAGES=4. Raises CompileError with NVRTC's log,
+    which names the file and line. Results are cached on disk (judge.config.cache_dir()).
+    """
+    path = None
+    if _is_path(source):
+        path = Path(source)
+        if not path.exists():
+            raise FileNotFoundError(f"no CUDA file at {path}")
+        path = path.resolve()
+        SOURCES_READ.add(path)
+        text = path.read_text()
+        name = name or _display(path)
+    else:
+        text = source
+        name = name or "source.cu"
+    full = inline_headers(text, path)
+    opts = [f"-arch={target}", "-std=c++17", "-lineinfo", "-Xptxas=-v"]
+    for k, v in sorted((defines or {}).items()):
+        opts.append(f"-D{k}={v}" if v is not None else f"-D{k}")
+    opts += list(options)
+    opts += [f"-I{d}" for d in include_dirs()]
+    version = nvrtc_version()
+    key = hashlib.sha256("\0".join([full, name, version, *opts]).encode()).hexdigest()[:24]
+
+    cdir = config.cache_dir() / "cubin"
+    cubin_path = cdir / f"{key}.cubin"
+    log_path = cdir / f"{key}.log"
+    if cubin_path.exists() and log_path.exists():
+        return Build(name, target, cubin_path.read_bytes(), log_path.read_text(), full,
+                     tuple(opts), key, cubin_path)
+
+    from cupy.cuda import nvrtc
+    prog = nvrtc.createProgram(full, name, [], [])
+    try:
+        try:
+            nvrtc.compileProgram(prog, opts)
+        except nvrtc.NVRTCError:
+            raise CompileError(nvrtc.getProgramLog(prog), name) from None
+        log = nvrtc.getProgramLog(prog)
+        cubin = nvrtc.getCUBIN(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+    cubin += b"\0"                   # NVRTC hands the ELF back one byte short
+    cdir.mkdir(parents=True, exist_ok=True)
+    for dest, data in ((cubin_path, cubin), (log_path, log.encode())):
+        fd, tmp = tempfile.mkstemp(dir=cdir)          # write, then rename into place
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, dest)
+    return Build(name, target, cubin, log, full, tuple(opts), key, cubin_path)
+
+
+def resource_usage(cubin_path: Path) -> str:
+    """cuobjdump's resource report (registers, shared, local, constant) for a cubin."""
+    return subprocess.run([tool("cuobjdump"), "-res-usage", str(cubin_path)],
+                          capture_output=True, text=True, check=True).stdout

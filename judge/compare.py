@@ -1,0 +1,110 @@
+"""Compare a kernel's output with a float64 (or exact) reference, and poison outputs first.
+
+    out = cupy.empty(n, dtype=cupy.float32); poison(out)   # NaN: an unwritten element cannot pass
+    ...launch...
+    c = compare(out, ref64, rtol=1e-4, atol=1e-5, case="4096x4096 seed 7")
+    assert c.ok, c.message
+
+The verdict needs both: the relative error norm ||got - ref|| / ||ref|| under `norm_tol`,
+and every element within atol + rtol * |ref|. A failure names the case, the first few
+coordinates, the value got and the value expected, and counts unwritten elements.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: what integer outputs are filled with before a run (an unlikely value, not zero)
+INT_POISON = -0x5A5A5A5B
+
+
+def to_numpy(a) -> np.ndarray:
+    if hasattr(a, "get"):          # cupy
+        return a.get()
+    if hasattr(a, "detach"):       # torch
+        return a.detach().cpu().numpy()
+    return np.asarray(a)
+
+
+def poison(a):
+    """Fill an output (numpy or cupy) with NaN (floats) or INT_POISON (integers), in place."""
+    if a.dtype.kind == "f":
+        a.fill(np.nan)
+    elif a.dtype.kind in "iu":
+        a.fill(np.array(INT_POISON).astype(a.dtype))
+    else:
+        raise TypeError(f"cannot poison dtype {a.dtype}")
+    return a
+
+
+def is_poison(a: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "f":
+        return np.isnan(a)
+    return a == np.array(INT_POISON).astype(a.dtype)
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    case: str
+    rel_err: float                    # ||got - ref|| / ||ref||
+    n_bad: int                        # elements outside atol + rtol * |ref|
+    n_unwritten: int                  # elements still holding the poison
+    size: int
+    first: list = field(default_factory=list)   # [(coords, got, expected)]
+    message: str = ""
+
+    def __bool__(self):
+        return self.ok
+
+
+def _fmt(v) -> str:
+    if isinstance(v, (float, np.floating)):
+        return "NaN" if np.isnan(v) else f"{v:.6g}"
+    return str(v)
+
+
+def compare(got, ref, *, rtol: float = 1e-5, atol: float = 1e-6, norm_tol: float | None = None,
+            case: str = "", show: int = 4) -> Comparison:
+    """Element-wise and norm-wise comparison of got against a float64 (or exact integer) ref."""
+    g = to_numpy(got)
+    r = to_numpy(ref)
+    if g.shape != r.shape:
+        return Comparison(False, case, float("inf"), g.size, 0, g.size, [],
+                          f"{case}: shape {g.shape} but expected {r.shape}")
+    unwritten = is_poison(g) if g.dtype.kind in "fiu" else np.zeros(g.shape, bool)
+    if r.dtype.kind in "iub":        # exact comparison
+        bad = (g != r)
+        rel = float(np.count_nonzero(bad)) / max(1, g.size)
+    else:
+        g64 = g.astype(np.float64)
+        r64 = r.astype(np.float64)
+        diff = np.abs(g64 - r64)
+        bad = ~(diff <= atol + rtol * np.abs(r64))     # NaN compares False, so NaN is bad
+        denom = float(np.linalg.norm(r64.ravel()))
+        num = float(np.linalg.norm(np.nan_to_num(g64 - r64, nan=np.inf).ravel()))
+        rel = num / denom if denom > 0 else num
+        if norm_tol is not None and not rel <= norm_tol:
+            bad = bad | (diff > 0)   # the norm failed: report the largest-differing elements too
+    n_bad = int(np.count_nonzero(bad))
+    n_unw = int(np.count_nonzero(unwritten))
+    ok = n_bad == 0 and (norm_tol is None or rel <= norm_tol)
+    first = []
+    if not ok:
+        idx = np.argwhere(unwritten) if n_unw else np.argwhere(bad)
+        for c in idx[:show]:
+            c = tuple(int(x) for x in c)
+            first.append((c, g[c].item(), r[c].item()))
+    msg = ""
+    if not ok:
+        parts = [f"{case}: " if case else ""]
+        if n_unw:
+            parts.append(f"{n_unw} of {g.size} elements were never written (still poisoned); ")
+        parts.append(f"{n_bad} of {g.size} elements wrong, relative error {rel:.3g}")
+        if norm_tol is not None:
+            parts.append(f" (limit {norm_tol:g})")
+        parts.append(". First: " + "; ".join(
+            f"at {c} got {_fmt(gv)} expected {_fmt(rv)}" for c, gv, rv in first))
+        msg = "".join(parts)
+    return Comparison(ok, case, rel, n_bad, n_unw, int(g.size), first, msg)

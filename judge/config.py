@@ -1,0 +1,46 @@
+"""Every default of the judge in one place, and the environment variables that change them.
+
+All variables share the prefix JUDGE_:
+
+    JUDGE_CACHE      where compiled kernels are cached     (default: ~/.cache/hopper-course)
+    JUDGE_WORKSPACE  where learners' files and progress live (default: <course>/workspace)
+    JUDGE_TIMEOUT    seconds a check may run before HANG    (default: 10 for CPU checks, 60 for GPU checks)
+    JUDGE_NO_GPU     set to 1 to act as if no GPU were here (what a CPU learner sees)
+    JUDGE_RECORD     set to 1 (by the Hopper record run only) to write measured figures into record/
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent          # the course checkout
+INCLUDE_DIR = Path(__file__).resolve().parent / "include"  # the course's own CUDA headers
+EXERCISES_DIR = ROOT / "exercises"
+CHAPTERS_DIR = ROOT / "chapters"
+RECORD_DIR = ROOT / "record"
+
+DEFAULT_TARGET = "sm_90a"        # wgmma and setmaxnreg need the "a" target; cp.async/TMA run on it too
+CPU_TIMEOUT_S = 10.0             # a learner's Python that loops forever is a HANG after this
+GPU_TIMEOUT_S = 60.0             # compile + several cases + timing, in a child process
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("JUDGE_CACHE", Path.home() / ".cache" / "hopper-course"))
+
+
+def workspace_dir() -> Path:
+    return Path(os.environ.get("JUDGE_WORKSPACE", ROOT / "workspace"))
+
+
+def timeout_s(needs_gpu: bool) -> float:
+    if "JUDGE_TIMEOUT" in os.environ:
+        return float(os.environ["JUDGE_TIMEOUT"])
+    return GPU_TIMEOUT_S if needs_gpu else CPU_TIMEOUT_S
+
+
+def gpu_disabled() -> bool:
+    return os.environ.get("JUDGE_NO_GPU", "") not in ("", "0")
+
+
+def recording() -> bool:
+    return os.environ.get("JUDGE_RECORD", "") not in ("", "0")

@@ -1,0 +1,110 @@
+"""The Hopper record: what ran on the H200, with the hashes of the sources it ran.
+
+record/hopper.json holds, per section (a notebook's figures, an exercise's verdicts):
+    {"device": ..., "driver": ..., "date": ..., "sources": {path: sha256}, "figures": {...}}
+
+    record.save("ch01.sgemm", {"tflops": ...}, notebook="chapters/01_cp_async.ipynb")
+        writes only in the record run (JUDGE_RECORD=1, `python -m judge.hopper_record`);
+        anywhere else it is a no-op, so a learner's own GPU cannot overwrite the course's figures.
+    record.load("ch01.sgemm") -> the section, or None
+    record.stale() -> what changed since it was recorded (a CPU test fails on any)
+
+A source's hash: the file's bytes; for a notebook, its cells' sources only (outputs do not count).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from . import config
+
+RECORD = config.RECORD_DIR / "hopper.json"
+
+
+def source_hash(path: Path) -> str:
+    path = Path(path)
+    if path.suffix == ".ipynb":
+        nb = json.loads(path.read_text())
+        text = "\n\0".join("".join(c.get("source", "")) for c in nb.get("cells", []))
+        return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _rel(path: Path) -> str:
+    return str(Path(path).resolve().relative_to(config.ROOT))
+
+
+def read() -> dict:
+    if not RECORD.exists():
+        return {"sections": {}}
+    return json.loads(RECORD.read_text())
+
+
+def load(section: str) -> dict | None:
+    return read().get("sections", {}).get(section)
+
+
+def figures(section: str) -> dict | None:
+    s = load(section)
+    return s["figures"] if s else None
+
+
+def device_line() -> str:
+    """'NVIDIA H200, 2026-11-29' for the most recent recorded section, or ''."""
+    secs = read().get("sections", {}).values()
+    if not secs:
+        return ""
+    last = max(secs, key=lambda s: s.get("date", ""))
+    return f"{last.get('device', '?')} (driver CUDA {last.get('driver', '?')}) on {last.get('date', '?')}"
+
+
+def save(section: str, figures: dict, *, sources: list | None = None, notebook: str | None = None) -> bool:
+    """Record figures measured on this GPU. Only in the record run (JUDGE_RECORD=1)."""
+    if not config.recording():
+        return False
+    from . import build, gpu
+    i = gpu.info()
+    if i is None:
+        raise RuntimeError("record.save needs a GPU: figures are only recorded where they were measured")
+    paths = set(Path(p).resolve() for p in (sources or []))
+    paths |= {p for p in build.SOURCES_READ if config.ROOT in p.parents}
+    if notebook:
+        paths.add((config.ROOT / notebook).resolve())
+    data = read()
+    data.setdefault("sections", {})[section] = {
+        "device": i.name, "cc": i.sm, "sms": i.sms, "driver": i.driver,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "sources": {_rel(p): source_hash(p) for p in sorted(paths)},
+        "figures": figures,
+    }
+    RECORD.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=RECORD.parent)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True, default=float)
+    os.replace(tmp, RECORD)
+    return True
+
+
+def stale() -> list[str]:
+    """Sources whose content differs from what was recorded (or that vanished)."""
+    out = []
+    for name, sec in read().get("sections", {}).items():
+        for rel, h in sec.get("sources", {}).items():
+            p = config.ROOT / rel
+            if not p.exists():
+                out.append(f"{name}: {rel} no longer exists")
+            elif source_hash(p) != h:
+                out.append(f"{name}: {rel} changed since it ran on {sec.get('device')} ({sec.get('date')})")
+    return out
+
+
+def unrecorded(paths) -> list[str]:
+    """Which of these sources no recorded section ran."""
+    seen = set()
+    for sec in read().get("sections", {}).values():
+        seen |= set(sec.get("sources", {}))
+    return [_rel(p) for p in paths if _rel(p) not in seen]

@@ -1,0 +1,120 @@
+"""Read SASS: disassemble a cubin and answer "does this kernel use feature X?".
+
+The proof that a kernel used a Hopper feature is in its machine code, not its source:
+a cp.async that the compiler turned into ordinary loads shows no LDGSTS. Each
+feature below is a set of SASS mnemonics seen on sm_90a (and sm_100a for tcgen05).
+
+    from judge import sass
+    sass.uses(text, "tma.load")      # True if UTMALDG appears
+    sass.FEATURES["wgmma"].describe  # what the mnemonic means
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Feature:
+    pattern: str      # regular expression over SASS instruction text
+    describe: str     # what it proves, for messages
+
+    def count(self, sass: str) -> int:
+        return len(re.findall(self.pattern, sass))
+
+
+FEATURES: dict[str, Feature] = {
+    "cp.async": Feature(r"\bLDGSTS\b", "cp.async global->shared copies (LDGSTS)"),
+    "cp.async.commit": Feature(r"\bLDGDEPBAR\b", "cp.async commit groups (LDGDEPBAR)"),
+    "cp.async.wait": Feature(r"\bDEPBAR\.LE\b", "cp.async group waits (DEPBAR.LE)"),
+    "tma.load": Feature(r"\bUTMALDG\b", "TMA tensor loads (UTMALDG)"),
+    "tma.store": Feature(r"\bUTMASTG\b", "TMA tensor stores (UTMASTG)"),
+    "tma.reduce": Feature(r"\bUTMAREDG\b", "TMA tensor reductions into global memory (UTMAREDG)"),
+    "tma.multicast": Feature(r"\bUTMALDG\S*\.MULTICAST\b", "TMA multicast loads (UTMALDG...MULTICAST)"),
+    "bulk.copy": Feature(r"\bUBLKCP\b", "1-D bulk copies (UBLKCP)"),
+    "mbarrier": Feature(r"\bSYNCS\.", "mbarrier operations (SYNCS.*)"),
+    "mbarrier.expect_tx": Feature(r"\bSYNCS\.ARRIVE\.TRANS64\b", "mbarrier arrive / expect_tx (SYNCS.ARRIVE.TRANS64)"),
+    "mbarrier.wait": Feature(r"\bSYNCS\.PHASECHK\b", "mbarrier phase waits (SYNCS.PHASECHK)"),
+    "proxy.fence": Feature(r"\bFENCE\.VIEW\.ASYNC\b", "async-proxy fences (FENCE.VIEW.ASYNC)"),
+    "cluster.barrier": Feature(r"\bUCGABAR_(?:ARV|WAIT)\b", "cluster barriers (UCGABAR_ARV / UCGABAR_WAIT)"),
+    "wgmma": Feature(r"\b[HQI]GMMA\b", "warpgroup MMA (HGMMA / QGMMA / IGMMA)"),
+    "setmaxnreg": Feature(r"\bUSETMAXREG\b", "register reallocation (USETMAXREG)"),
+    "mma.sync": Feature(r"\bHMMA\b", "warp-level MMA (HMMA), the pre-Hopper tensor-core path"),
+    "tcgen05": Feature(r"\bUTC[HQ]MMA\b", "Blackwell tcgen05 MMA (UTCHMMA / UTCQMMA)"),
+    "local.memory": Feature(r"\b(?:LDL|STL)\b", "local-memory loads/stores (LDL/STL: spills or dynamic indexing)"),
+}
+
+
+def _feature(name: str) -> Feature:
+    try:
+        return FEATURES[name]
+    except KeyError:
+        raise KeyError(f"unknown SASS feature {name!r}; known: {', '.join(FEATURES)}") from None
+
+
+def uses(sass: str, feature: str) -> bool:
+    return _feature(feature).count(sass) > 0
+
+
+def feature_counts(sass: str) -> dict[str, int]:
+    """How many instructions of each known feature appear (only those present)."""
+    counts = {name: f.count(sass) for name, f in FEATURES.items()}
+    return {k: v for k, v in counts.items() if v}
+
+
+def lines_with(sass: str, feature: str, limit: int = 8) -> list[str]:
+    """The first few SASS lines that prove the feature, for display."""
+    pat = re.compile(_feature(feature).pattern)
+    found = [l.strip() for l in sass.splitlines() if pat.search(l)]
+    return found[:limit]
+
+
+def disassemble(cubin_path) -> str:
+    from .build import tool
+    res = subprocess.run([tool("nvdisasm"), "-c", "-g", str(cubin_path)], capture_output=True, text=True)
+    if res.returncode != 0:  # -g needs line info; retry plain
+        res = subprocess.run([tool("nvdisasm"), "-c", str(cubin_path)], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"nvdisasm failed on {cubin_path}: {res.stderr.strip()}")
+    return res.stdout
+
+
+def kernel_section(sass: str, kernel: str) -> str:
+    """The part of a module's SASS that belongs to one kernel (by its symbol name)."""
+    marker = re.compile(r"^\s*\.section\s+\.text\.(\S+?),", re.M)
+    starts = [(m.start(), m.group(1)) for m in marker.finditer(sass)]
+    for i, (pos, name) in enumerate(starts):
+        if name == kernel:
+            end = starts[i + 1][0] if i + 1 < len(starts) else len(sass)
+            return sass[pos:end]
+    names = ", ".join(n for _, n in starts) or "none"
+    raise KeyError(f"no kernel {kernel!r} in this module (kernels: {names}); "
+                   f"declare it extern \"C\" so its name is not mangled")
+
+
+_PTXAS_ENTRY = re.compile(r"Compiling entry function '(\S+)' for")
+_PTXAS_REGS = re.compile(r"Used (\d+) registers")
+_PTXAS_SMEM = re.compile(r"(\d+) bytes smem")
+_PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def parse_ptxas_log(log: str) -> dict[str, dict[str, int]]:
+    """ptxas -v info lines -> {kernel: {registers, shared, stack, spill_stores, spill_loads}}."""
+    out: dict[str, dict[str, int]] = {}
+    cur = None
+    for line in log.splitlines():
+        m = _PTXAS_ENTRY.search(line)
+        if m:
+            cur = out.setdefault(m.group(1), {"registers": 0, "shared": 0, "stack": 0,
+                                             "spill_stores": 0, "spill_loads": 0})
+            continue
+        if cur is None:
+            continue
+        if (m := _PTXAS_FRAME.search(line)):
+            cur["stack"], cur["spill_stores"], cur["spill_loads"] = map(int, m.groups())
+        if (m := _PTXAS_REGS.search(line)):
+            cur["registers"] = int(m.group(1))
+        if (m := _PTXAS_SMEM.search(line)):
+            cur["shared"] = int(m.group(1))
+    return out

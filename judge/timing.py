@@ -1,0 +1,108 @@
+"""The course's one timing protocol, and the two ceilings every figure is measured against.
+
+Protocol of bench():
+  1. Warm up: call the launch `warmup` times (module load, JIT, clocks ramping stay out).
+  2. Each timed run: flush L2 by writing a buffer twice the L2 size, then time the launch
+     alone between two CUDA events recorded on the current stream.
+  3. Inputs rotate: run i uses input set i % len(inputs), so that no run finds its
+     inputs already in cache from the one before.
+  4. Repeat `reps` times; report the median, and the spread as the 10th-90th percentile.
+Throughput (TFLOPS, GB/s) is computed from the median time and the work the caller
+counts (flops, or bytes that must cross device memory: each input read once, each
+output written once). Ceilings are measured in the same process by the same protocol:
+  copy_ceiling()   device-to-device copy, counting bytes read + written
+  sgemm_ceiling(n) cuBLAS FP32 GEMM (through cupy.matmul; TF32 off)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, asdict
+from functools import lru_cache
+
+import numpy as np
+
+
+@dataclass
+class Timing:
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    runs: int
+    flops: float = 0.0
+    bytes: float = 0.0
+
+    @property
+    def tflops(self) -> float:
+        return self.flops / (self.median_ms * 1e-3) / 1e12 if self.flops else float("nan")
+
+    @property
+    def gbps(self) -> float:
+        return self.bytes / (self.median_ms * 1e-3) / 1e9 if self.bytes else float("nan")
+
+    @property
+    def spread(self) -> float:
+        """(p90 - p10) / median: below a few percent, two versions closer than that are noise."""
+        return (self.p90_ms - self.p10_ms) / self.median_ms
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.update(tflops=self.tflops, gbps=self.gbps)
+        return d
+
+    def __str__(self):
+        rate = f"{self.tflops:.1f} TFLOPS" if self.flops else f"{self.gbps:.0f} GB/s" if self.bytes else ""
+        return f"{self.median_ms:.4f} ms (p10-p90 {self.p10_ms:.4f}-{self.p90_ms:.4f}, {self.runs} runs) {rate}"
+
+
+_flush_buf = None
+
+
+def flush_l2():
+    """Evict L2 by writing a buffer twice its size (the next kernel then reads from HBM)."""
+    global _flush_buf
+    import cupy
+    from . import gpu
+    if _flush_buf is None:
+        _flush_buf = cupy.empty(max(2 * gpu.info().l2_bytes, 1 << 20), dtype=cupy.uint8)
+    _flush_buf.fill(1)
+
+
+def bench(launch, inputs=None, *, warmup: int = 3, reps: int = 30, flush: bool = True,
+          flops: float = 0.0, bytes: float = 0.0) -> Timing:
+    """Time `launch(*inputs[i % len(inputs)])` under the protocol above. See module docstring."""
+    import cupy
+    sets = list(inputs) if inputs else [()]
+    for i in range(warmup):
+        launch(*sets[i % len(sets)])
+    cupy.cuda.get_current_stream().synchronize()
+    starts = [cupy.cuda.Event() for _ in range(reps)]
+    stops = [cupy.cuda.Event() for _ in range(reps)]
+    for i in range(reps):
+        if flush:
+            flush_l2()
+        starts[i].record()
+        launch(*sets[i % len(sets)])
+        stops[i].record()
+    stops[-1].synchronize()
+    ms = np.array([cupy.cuda.get_elapsed_time(a, b) for a, b in zip(starts, stops)])
+    return Timing(float(np.median(ms)), float(np.percentile(ms, 10)), float(np.percentile(ms, 90)),
+                  reps, flops, bytes)
+
+
+@lru_cache(None)
+def copy_ceiling(nbytes: int = 1 << 31) -> Timing:
+    """Device-to-device copy of `nbytes` (default 2 GiB), counting bytes read + written."""
+    import cupy
+    src = [cupy.ones(nbytes // 4, dtype=cupy.float32) for _ in range(2)]
+    dst = cupy.empty_like(src[0])
+    return bench(lambda s: dst.__setitem__(Ellipsis, s), [(s,) for s in src], reps=20, bytes=2 * nbytes)
+
+
+@lru_cache(None)
+def sgemm_ceiling(n: int = 4096) -> Timing:
+    """cuBLAS FP32 GEMM n x n x n on random data (TF32 off: CuPy uses it only if CUPY_TF32=1)."""
+    import cupy
+    rng = cupy.random.default_rng(1234)
+    sets = [(rng.standard_normal((n, n), dtype=cupy.float32),
+             rng.standard_normal((n, n), dtype=cupy.float32)) for _ in range(2)]
+    out = cupy.empty((n, n), dtype=cupy.float32)
+    return bench(lambda a, b: cupy.matmul(a, b, out=out), sets, reps=20, flops=2.0 * n ** 3)
