@@ -39,7 +39,7 @@ class CompileError(Exception):
     """The compiler rejected the source. str() is NVRTC's log, naming file and line."""
 
     def __init__(self, log: str, name: str):
-        self.log = log.strip()
+        self.log = log.replace("\0", "").strip()
         self.name = name
         super().__init__(f"{name} did not compile:\n{self.log}")
 
@@ -248,7 +248,7 @@ def compile(source, *, target: str = config.DEFAULT_TARGET, defines: dict | None
             nvrtc.compileProgram(prog, opts)
         except nvrtc.NVRTCError:
             raise CompileError(nvrtc.getProgramLog(prog), name) from None
-        log = nvrtc.getProgramLog(prog)
+        log = nvrtc.getProgramLog(prog).replace("\0", "")
         cubin = nvrtc.getCUBIN(prog)
     finally:
         nvrtc.destroyProgram(prog)

@@ -4,7 +4,7 @@ All variables share the prefix JUDGE_:
 
     JUDGE_CACHE      where compiled kernels are cached     (default: ~/.cache/hopper-course)
     JUDGE_WORKSPACE  where learners' files and progress live (default: <course>/workspace)
-    JUDGE_TIMEOUT    seconds a check may run before HANG    (default: 10 for CPU checks, 60 for GPU checks)
+    JUDGE_TIMEOUT    seconds a check may go without progress before it is a HANG (default: 10)
     JUDGE_NO_GPU     set to 1 to act as if no GPU were here (what a CPU learner sees)
     JUDGE_RECORD     set to 1 (by the Hopper record run only) to write measured figures into record/
 """
@@ -21,7 +21,7 @@ RECORD_DIR = ROOT / "record"
 
 DEFAULT_TARGET = "sm_90a"        # wgmma and setmaxnreg need the "a" target; cp.async/TMA run on it too
 CPU_TIMEOUT_S = 10.0             # a learner's Python that loops forever is a HANG after this
-GPU_TIMEOUT_S = 60.0             # compile + several cases + timing, in a child process
+GPU_TIMEOUT_S = 10.0             # per step: checks report progress between compile, cases and timing
 
 
 def cache_dir() -> Path:

@@ -162,6 +162,7 @@ def cuda_flow(sub: Submission, *, kernel: str, features: list[str], run_cases, m
     """
     from . import build as _build, gpu, sass
     checked = []
+    sub.progress("compiling for sm_90a")
     try:
         b = sub.build(**(build_kw or {}))
     except _build.CompileError as e:
@@ -185,6 +186,7 @@ def cuda_flow(sub: Submission, *, kernel: str, features: list[str], run_cases, m
     checked.append("SASS shows " + ", ".join(f"{f} ({sass.FEATURES[f].count(k_sass)})" for f in features))
     if not gpu.meets("sm_90"):
         return Result(Verdict.SKIP, gpu.why_not("sm_90"), checked=checked)
+    sub.progress("running on " + gpu.info().name)
     comps = run_cases(b, sub)
     for c in comps:
         if not c.ok:

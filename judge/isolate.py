@@ -29,11 +29,26 @@ TOTAL_LIMIT_S = 900.0   # no check may run longer than this, progress or not
 
 
 def run_check(ex, path: Path, *, progress=None, timeout: float | None = None) -> Result:
+    """Run exercises/<id>/check.py on `path` in a child process."""
     timeout = timeout if timeout is not None else config.timeout_s(ex.needs_gpu)
+    fig_dir = config.workspace_dir() / ex.id / "figures"
+    return _run({"exercise": ex.id, "file": str(path), "figures": str(fig_dir)}, progress, timeout)
+
+
+def run_function(file, function: str, *, timeout: float = 10.0, progress=None, **kwargs) -> Result:
+    """Call function(**kwargs) from a Python file in a child process, under the same watchdog.
+
+    For demonstrations and tests of hangs and faults: a function that returns a Result gives that
+    Result; one that returns anything else (JSON-able) gives PASS with it in measurements["value"].
+    """
+    req = {"call": {"file": str(Path(file).resolve()), "function": function, "kwargs": kwargs}}
+    return _run(req, progress, timeout)
+
+
+def _run(req: dict, progress, timeout: float) -> Result:
     with tempfile.TemporaryDirectory(prefix="judge-") as tmp:
         out = Path(tmp) / "result.json"
-        fig_dir = config.workspace_dir() / ex.id / "figures"
-        req = {"exercise": ex.id, "file": str(path), "result": str(out), "figures": str(fig_dir)}
+        req = dict(req, result=str(out), figures=req.get("figures", str(Path(tmp) / "figures")))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [str(config.ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
             PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
@@ -75,9 +90,10 @@ def run_check(ex, path: Path, *, progress=None, timeout: float | None = None) ->
             proc.wait()
             return Result(Verdict.HANG,
                           f"no progress for {timeout:.0f} s during '{last_progress}'; the process was killed",
-                          details=["a kernel waiting on something that never comes (an mbarrier whose "
-                                   "expected bytes never arrive, a loop whose counter never advances) "
-                                   "looks like this"] + output[-5:])
+                          details=["a loop that never ends looks like this: in Python, a condition that never "
+                                   "becomes true; in a kernel, a wait on something that never comes (an "
+                                   "mbarrier whose expected bytes never arrive) or a counter that stops "
+                                   "advancing"] + output[-5:])
         rc = proc.wait()
         if out.exists():
             r = Result.from_json(out.read_text())

@@ -72,3 +72,15 @@ def record_progress(ex_id: str, *, status: str, verdict: str = "", tier: str | N
     with os.fdopen(fd, "w") as f:
         json.dump(data, f, indent=1)
     os.replace(tmp, p)
+
+
+def note_hint(ex_id: str, seen: int) -> None:
+    """Remember how many hints of an exercise the learner has read."""
+    data = load_progress()
+    data.setdefault(ex_id, {"status": "started"})["hints_seen"] = seen
+    p = _progress_file()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, p)

@@ -1,0 +1,63 @@
+"""Isolation: a check that hangs becomes HANG, one that dies becomes CRASH, and the caller carries on.
+
+CPU tests run everywhere; the GPU tests (a kernel spinning on an mbarrier, an illegal address,
+a trap, then a healthy kernel in the next child) need an sm_90 GPU and skip elsewhere.
+"""
+import time
+from pathlib import Path
+
+from judge import gpu, isolate
+from judge.grade import Verdict
+
+PROBES = Path(__file__).parent / "probes" / "isolation_probes.py"
+
+
+def test_a_python_loop_that_never_ends_is_a_hang_within_the_limit():
+    t = time.monotonic()
+    r = isolate.run_function(PROBES, "python_loops_forever", timeout=2)
+    assert r.verdict == Verdict.HANG
+    assert time.monotonic() - t < 8
+    assert "no progress for 2 s" in r.message
+
+
+def test_an_exception_is_a_crash_that_names_it():
+    r = isolate.run_function(PROBES, "python_raises")
+    assert r.verdict == Verdict.CRASH
+    assert "ValueError" in r.message and "learner" in r.message
+
+
+def test_a_dying_process_is_a_crash_with_its_exit_status():
+    r = isolate.run_function(PROBES, "python_dies")
+    assert r.verdict == Verdict.CRASH and "exit 3" in r.message
+
+
+def test_the_next_call_after_a_hang_works():
+    assert isolate.run_function(PROBES, "python_loops_forever", timeout=1).verdict == Verdict.HANG
+    r = isolate.run_function(PROBES, "python_returns")
+    assert r.verdict == Verdict.PASS and r.measurements["value"] == 42
+
+
+def test_gpu_kernel_waiting_on_an_mbarrier_forever_is_a_hang_and_the_gpu_recovers():
+    gpu.need("sm_90")
+    t = time.monotonic()
+    r = isolate.run_function(PROBES, "gpu_kernel", name="hang_on_mbarrier", timeout=10)
+    took = time.monotonic() - t
+    assert r.verdict == Verdict.HANG, r
+    assert took < 25, took
+    ok = isolate.run_function(PROBES, "gpu_add_one", timeout=30)
+    assert ok.verdict == Verdict.PASS, ok
+
+
+def test_gpu_illegal_address_is_a_crash_naming_the_cuda_error():
+    gpu.need("sm_90")
+    r = isolate.run_function(PROBES, "gpu_kernel", name="store_far", timeout=30)
+    assert r.verdict == Verdict.CRASH, r
+    assert "ILLEGAL_ADDRESS" in r.message.upper().replace(" ", "_") or "illegal" in r.message.lower(), r.message
+    assert isolate.run_function(PROBES, "gpu_add_one", timeout=30).verdict == Verdict.PASS
+
+
+def test_gpu_trap_is_a_crash():
+    gpu.need("sm_90")
+    r = isolate.run_function(PROBES, "gpu_kernel", name="trap_now", timeout=30)
+    assert r.verdict == Verdict.CRASH, r
+    assert isolate.run_function(PROBES, "gpu_add_one", timeout=30).verdict == Verdict.PASS
