@@ -21,3 +21,9 @@ def test_environment_yml_lists_exactly_the_pip_dependencies():
 def test_python_version_agrees():
     py = tomllib.loads((config.ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
     assert f"python{py}" in (config.ROOT / "environment.yml").read_text().replace(" ", "")
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (config.ROOT / "README.md").read_text()
+    ci = (config.ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci in readme, "the last line of .ci/run must be the README's test command"

@@ -18,6 +18,16 @@ STAGES = 3
 # (M, N, K): one tile; fewer tiles than stages; a few; many; non-square
 SHAPES = [(128, 128, 8), (128, 256, 16), (256, 384, 64), (384, 256, 200), (512, 512, 1024)]
 BENCH_N = 4096
+# judge/include/pipeline_trace.cuh writes (op, a, b) triples with these op codes
+JT_LOAD, JT_COMMIT, JT_WAIT, JT_BARRIER, JT_READ = 1, 2, 3, 4, 5
+
+
+def ops_from_trace(events):
+    """The trace's (op, a, b) triples as judge.pipesim ops."""
+    table = {JT_LOAD: lambda a, b: pipesim.Load(a, b), JT_COMMIT: lambda a, b: pipesim.COMMIT,
+             JT_WAIT: lambda a, b: pipesim.Wait(a), JT_BARRIER: lambda a, b: pipesim.BARRIER,
+             JT_READ: lambda a, b: pipesim.Read(a, b)}
+    return [table[op](a, b) for op, a, b in events]
 
 
 def launch(build, A, B, C, M, N, K):
@@ -42,11 +52,11 @@ def protocol(sub) -> compare.Comparison:
     cp.cuda.get_current_stream().synchronize()
     raw = trace.get()
     events = [tuple(int(x) for x in raw[1 + 3 * i: 4 + 3 * i]) for i in range(int(raw[0]))]
-    if not any(e[0] == pipesim.TRACE_READ for e in events):
+    if not any(e[0] == JT_READ for e in events):
         return compare.Comparison(False, "protocol trace", float("inf"), 0, 0, 0, [],
                                   "the trace shows no compute_tile call: keep the given load_tile / "
                                   "compute_tile functions and the #include \"pipeline_trace.cuh\"")
-    report = pipesim.check(pipesim.from_trace(events), S=STAGES)
+    report = pipesim.check(ops_from_trace(events), S=STAGES)
     if not report.ok:
         return compare.Comparison(False, "protocol trace", float("inf"), 0, 0, 0, [],
                                   f"pipeline protocol (K = {K}, {K // 8} tiles, {STAGES} stages): "

@@ -1,0 +1,78 @@
+"""tests/test_cpu_exercises_ch1.py - the CPU exercises group_accounting and smem_budget, graded as a learner's file is.
+
+Run: python -m pytest tests/test_cpu_exercises_ch1.py -q      (no GPU; each grade runs in a child process)
+"""
+import pytest
+
+from judge import exercise, grade
+
+IDS = ["group_accounting", "smem_budget"]
+FIXTURES = [(ex_id, name) for ex_id in IDS for name in exercise.get(ex_id).fixtures]
+# what the untouched starter must say: it names the function and how to begin
+STARTER_SAYS = {"group_accounting": ["safe_tiles", "NotImplementedError", "wait_prior(n)"],
+                "smem_budget": ["stage_bytes", "NotImplementedError", "A tile (BM x BK)"]}
+
+
+@pytest.mark.parametrize("ex_id", IDS)
+def test_exercise_is_complete_and_starter_is_generated(ex_id):
+    ex = exercise.get(ex_id)
+    assert ex.chapter == 1 and not ex.needs_gpu
+    assert ex.statement_path.exists() and (ex.folder / "check.py").exists()
+    assert ex.starter_path.read_text() == exercise.make_starter(ex.solution_path.read_text())
+    verdicts = list(ex.fixtures.values())
+    assert verdicts.count("WRONG") >= 3 and "PASS" in verdicts
+    assert all(ex.fixture_notes[f] for f in ex.fixtures), "every fixture says why"
+    assert all(ex.fixture_path(f).exists() for f in ex.fixtures)
+    assert len(ex.hints) >= 2
+
+
+def test_orders_within_the_chapter():
+    assert (exercise.get("group_accounting").order, exercise.get("smem_budget").order) == (2, 3)
+
+
+@pytest.mark.parametrize("ex_id", IDS)
+def test_solution_passes(ex_id):
+    r = grade.check(ex_id, exercise.get(ex_id).solution_path, quiet=True)
+    assert r.verdict == grade.Verdict.PASS, str(r)
+    assert r.checked
+
+
+@pytest.mark.parametrize("ex_id", IDS)
+def test_untouched_starter_is_wrong_and_says_what_to_do(ex_id):
+    r = grade.check(ex_id, exercise.get(ex_id).starter_path, quiet=True)
+    assert r.verdict == grade.Verdict.WRONG, str(r)
+    for words in STARTER_SAYS[ex_id]:
+        assert words in r.message, r.message
+
+
+@pytest.mark.parametrize("ex_id,name", FIXTURES)
+def test_fixture_gets_its_verdict(ex_id, name):
+    ex = exercise.get(ex_id)
+    r = grade.check(ex_id, ex.fixture_path(name), quiet=True)
+    assert r.verdict.value == ex.fixtures[name], f"{name} ({ex.fixture_notes[name]}): {r}"
+    if r.verdict == grade.Verdict.WRONG:
+        assert "(" in r.message or "round" in r.message      # a failure names its case
+
+
+def test_group_accounting_reference_matches_the_readme_examples():
+    from judge import pipesim as p
+    safe = lambda *a, **kw: p.safe_tiles(p.seed_loop(*a, **kw))   # noqa: E731
+    assert safe(3, 4) == [{0}, {0, 1}, {0, 1, 2}, {0, 1, 2, 3}]
+    assert safe(3, 4, empty_commit=False) == [{0}, {0, 1}, {0, 1, 2}, {0, 1, 2}]
+    assert safe(3, 4, wait=2) == [set(), {0}, {0, 1}, {0, 1, 2}]
+    assert p.check(p.seed_loop(2, 8, empty_commit=False)).first_unsafe_round() is None
+
+
+def test_smem_budget_readme_numbers():
+    import importlib.util
+    ex = exercise.get("smem_budget")
+    spec = importlib.util.spec_from_file_location("smem_budget_solution", ex.solution_path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    assert m.stage_bytes(128, 128, 8) == 8 * 1024
+    assert [m.pipeline_bytes(128, 128, 8, s) for s in (2, 3, 4)] == [16384, 24576, 32768]
+    assert m.blocks_per_sm(24576, 256, 128) == 2
+    assert m.blocks_per_sm(32768, 128, 32) == 6
+    assert m.blocks_per_sm(0, 1024, 32) == 2
+    assert m.blocks_per_sm(227 * 1024, 128, 32, gpu="H200") == 1
+    assert m.blocks_per_sm(227 * 1024 + 1, 128, 32) == 0
