@@ -1,0 +1,122 @@
+"""Grader of tensormap_args: python practice/judge.py check tensormap_args
+
+Legal tensors and tiles must give the exact innermost-first argument lists (the expected
+values come from solution.py, plus the seed's 1024x2048 int32 case written out by hand);
+illegal ones must raise ValueError whose message names the broken rule. Each illegal case
+breaks exactly one rule, so the order in which a solution checks them does not matter.
+"""
+import importlib.util
+from pathlib import Path
+
+from judge.grade import Result, Verdict, learner_error
+
+F32, F16, I8 = 4, 2, 1
+
+# (name, shape, dtype_bytes, strides_bytes, box, swizzle)
+LEGAL = [
+    ("seed 1024x2048 int32, 16x32 box", (1024, 2048), 4, None, (16, 32), "none"),
+    ("8x32 float32 tile of an 8x32 tensor", (8, 32), F32, None, (8, 32), "none"),
+    ("4x100x64 fp16, 1x32x64 box, 128B swizzle", (4, 100, 64), F16, None, (1, 32, 64), "128B"),
+    ("64x48 column slice of a 64x256 float32", (64, 48), F32, (1024, 4), (16, 16), "none"),
+    ("box larger than the 5x12 tensor (OOB fill)", (5, 12), F32, None, (8, 16), "none"),
+    ("rank 5, 32B swizzle at its limit", (2, 3, 4, 5, 8), F32, None, (1, 1, 2, 5, 8), "32B"),
+    ("rank 1, 1000 floats, 256 box", (1000,), F32, None, (256,), "none"),
+    ("int8 100x160, 64x64 box, 64B swizzle", (100, 160), I8, None, (64, 64), "64B"),
+    ("bf16 128x64, 64x64 box, 128B swizzle at its limit", (128, 64), F16, None, (64, 64), "128B"),
+    ("float32 8x64 box = 256 B inner, no swizzle", (64, 64), F32, None, (8, 64), "none"),
+]
+SEED_EXPECTED = dict(dims=[2048, 1024], global_strides=[8192], box=[32, 16], elem_strides=[1, 1])
+
+# (name, shape, dtype_bytes, strides_bytes, box, swizzle, rule the message must name)
+ILLEGAL = [
+    ("rank 6", (2, 2, 2, 2, 2, 8), F32, None, (1, 1, 1, 1, 1, 8), "none", "tensorRank"),
+    ("rank 0", (), F32, None, (), "none", "tensorRank"),
+    ("every other column (innermost stride 8 B)", (64, 64), F32, (512, 8), (8, 8), "none", "innermost stride"),
+    ("10x10 float32: 40 B row stride", (10, 10), F32, None, (8, 8), "none", "globalStrides"),
+    ("outermost stride 88 B of a 3-D fp16 tensor", (4, 5, 8), F16, (88, 16, 2), (1, 1, 8), "none", "globalStrides"),
+    ("box dim 300", (1024, 1024), F32, None, (300, 16), "none", "boxDim"),
+    ("box dim 0", (1024, 1024), F32, None, (0, 16), "none", "boxDim"),
+    ("272-element inner box of int8 (272 B, a multiple of 16)", (4, 512), I8, None, (1, 272), "none", "boxDim"),
+    ("5 floats inner box = 20 B", (64, 64), F32, None, (8, 5), "none", "inner box bytes"),
+    ("24 int8 inner box = 24 B", (64, 64), I8, None, (8, 24), "none", "inner box bytes"),
+    ("256 B inner box under 128B swizzle", (64, 64), F32, None, (8, 64), "128B", "swizzle"),
+    ("64 B inner box under 32B swizzle", (64, 64), F16, None, (8, 32), "32B", "swizzle"),
+]
+
+KEYS = ("dims", "global_strides", "box", "elem_strides")
+
+
+def _reference():
+    spec = importlib.util.spec_from_file_location("tensormap_reference", Path(__file__).parent / "solution.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.encode_args
+
+
+def _normalize(got):
+    if not isinstance(got, dict) or any(k not in got for k in KEYS):
+        return None
+    try:
+        return {k: [int(v) for v in got[k]] for k in KEYS}
+    except (TypeError, ValueError):
+        return None
+
+
+def _hint(key, got, want):
+    if list(reversed(got)) == want and got != want:
+        return " (reversed: the descriptor lists dims innermost-first)"
+    if key == "global_strides" and len(got) == len(want) + 1:
+        return " (the innermost stride is implied and left out: rank - 1 entries)"
+    return ""
+
+
+def check(sub) -> Result:
+    sub.progress("importing tensormap.py")
+    try:
+        mod = sub.load_module()
+        encode = mod.encode_args
+    except Exception as e:  # noqa: BLE001 - any learner error is reported, not raised
+        return Result(Verdict.WRONG, learner_error(e, "importing tensormap.py"))
+    ref = _reference()
+    assert ref(*LEGAL[0][1:]) == SEED_EXPECTED      # the reference agrees with the hand-written seed case
+
+    for i, (name, shape, nbytes, strides, box, swz) in enumerate(LEGAL):
+        sub.progress(f"legal case {i + 1}/{len(LEGAL)}: {name}")
+        call = f"encode_args({shape}, {nbytes}, {strides}, {box}, {swz!r})"
+        try:
+            got = encode(shape, nbytes, strides, box, swz)
+        except ValueError as e:
+            return Result(Verdict.WRONG, f"case '{name}': {call} raised ValueError('{e}') "
+                          f"but the driver accepts this tensor and box")
+        except Exception as e:  # noqa: BLE001
+            return Result(Verdict.WRONG, f"case '{name}': " + learner_error(e, call))
+        want = ref(shape, nbytes, strides, box, swz)
+        norm = _normalize(got)
+        if norm is None:
+            return Result(Verdict.WRONG, f"case '{name}': {call} returned {got!r}; expected a dict "
+                          f"with lists {', '.join(KEYS)}: {want}")
+        for k in KEYS:
+            if norm[k] != want[k]:
+                return Result(Verdict.WRONG, f"case '{name}': {k} got {norm[k]} expected {want[k]}"
+                              + _hint(k, norm[k], want[k]), details=[f"call: {call}"])
+
+    for i, (name, shape, nbytes, strides, box, swz, rule) in enumerate(ILLEGAL):
+        sub.progress(f"illegal case {i + 1}/{len(ILLEGAL)}: {name}")
+        call = f"encode_args({shape}, {nbytes}, {strides}, {box}, {swz!r})"
+        try:
+            got = encode(shape, nbytes, strides, box, swz)
+        except ValueError as e:
+            if rule.lower() not in str(e).lower():
+                return Result(Verdict.WRONG, f"case '{name}': ValueError('{e}') does not name the "
+                              f"broken rule: expected the message to contain '{rule}'")
+            continue
+        except Exception as e:  # noqa: BLE001
+            return Result(Verdict.WRONG, f"case '{name}': " + learner_error(e, call)
+                          + f"; expected ValueError naming '{rule}'")
+        return Result(Verdict.WRONG, f"case '{name}': {call} returned {got!r} but breaks the "
+                      f"'{rule}' rule: cuTensorMapEncodeTiled would refuse it; raise ValueError")
+
+    return Result(Verdict.PASS, f"{len(LEGAL)} legal descriptors right, {len(ILLEGAL)} illegal ones refused "
+                  f"with the rule named",
+                  checked=[f"{len(LEGAL)} legal tensors/tiles (ranks 1-5, strided, swizzled, OOB box)",
+                           f"{len(ILLEGAL)} illegal ones, one broken rule each"])

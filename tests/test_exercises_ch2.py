@@ -1,0 +1,144 @@
+"""Chapter 2 exercises (TMA): starters, solutions, fixtures, and the recorded swizzle table.
+
+Run: cd /work/main && python -m pytest tests/test_exercises_ch2.py -q
+
+Every file is graded the way a learner's is (judge.grade.check, in a child process); the
+grades run in parallel once, and the tests read them. tma_tiles' fixtures declare the verdict
+an H200 gives: without a Hopper GPU only COMPILE ERROR and MISSING FEATURE can be decided
+(they come from the compiler and the SASS), so every other verdict must be SKIP here, with the
+compile and SASS checks listed as what was checked.
+"""
+import importlib.util
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from judge import exercise, gpu, grade, record
+from judge.exercise import make_starter
+from judge.grade import Verdict
+
+IDS = ["tensormap_args", "swizzle_address", "barrier_phases", "tma_tiles"]
+DECIDABLE_WITHOUT_GPU = {"COMPILE ERROR", "MISSING FEATURE"}
+EXS = {i: exercise.get(i) for i in IDS}
+FIXTURES = [(i, name) for i in IDS for name in EXS[i].fixtures]
+
+
+def _files():
+    for i, ex in EXS.items():
+        yield i, ex.solution_path
+        yield i, ex.starter_path
+        for name in ex.fixtures:
+            yield i, ex.fixture_path(name)
+
+
+@pytest.fixture(scope="module")
+def graded():
+    """(exercise id, file name) -> Result, for every solution, starter and fixture."""
+    jobs = list(_files())
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = pool.map(lambda job: grade.check(job[0], job[1], quiet=True), jobs)
+        return {(i, p.name): r for (i, p), r in zip(jobs, results)}
+
+
+def expected_here(ex, verdict: str) -> str:
+    """The verdict this machine must give: GPU-only verdicts become SKIP without a Hopper GPU."""
+    if ex.needs_gpu and verdict not in DECIDABLE_WITHOUT_GPU and not gpu.meets("sm_90"):
+        return "SKIP"
+    return verdict
+
+
+# ------------------------------------------------------------------ format
+@pytest.mark.parametrize("ex_id", IDS)
+def test_starter_is_generated_from_the_solution(ex_id):
+    ex = EXS[ex_id]
+    assert ex.starter_path.read_text() == make_starter(ex.solution_path.read_text()), \
+        f"{ex.starter_path} is stale: regenerate it with judge.exercise.make_starter"
+
+
+def test_chapter_2_metadata():
+    assert [(EXS[i].chapter, EXS[i].order) for i in IDS] == [(2, 1), (2, 2), (2, 3), (2, 4)]
+    for ex in EXS.values():
+        on_disk = {p.name for p in (ex.folder / "fixtures").iterdir() if p.is_file()}
+        assert on_disk == set(ex.fixtures), f"{ex.id}: fixtures on disk and in exercise.toml differ"
+        verdicts = list(ex.fixtures.values())
+        assert sum(v != "PASS" for v in verdicts) >= 3 and "PASS" in verdicts, ex.id
+        assert all(ex.fixture_notes[n] for n in ex.fixtures), f"{ex.id}: every fixture says why"
+    assert EXS["tma_tiles"].features == ["tma.load", "tma.store", "mbarrier"]
+    assert set(EXS["tma_tiles"].tiers) == {"bronze", "silver", "gold"}
+
+
+# ------------------------------------------------------------------ grading
+@pytest.mark.parametrize("ex_id", IDS)
+def test_solution_passes(graded, ex_id):
+    ex = EXS[ex_id]
+    r = graded[(ex_id, ex.solution_path.name)]
+    want = expected_here(ex, "PASS")
+    assert r.verdict.value == want, str(r)
+    if want == "SKIP":                       # it says what it could still check
+        assert "sm_90" in r.message
+        assert any("compiled for sm_90a" in c for c in r.checked), r.checked
+        assert any("SASS shows tma.load" in c and "tma.store" in c and "mbarrier" in c
+                   for c in r.checked), r.checked
+
+
+@pytest.mark.parametrize("ex_id,name", FIXTURES)
+def test_fixture_gets_its_verdict(graded, ex_id, name):
+    ex = EXS[ex_id]
+    r = graded[(ex_id, name)]
+    want = expected_here(ex, ex.fixtures[name])
+    assert r.verdict.value == want, f"{name} ({ex.fixture_notes[name]}): {r}"
+    if want not in ("PASS", "SKIP"):
+        assert r.message, "a failure says why"
+
+
+@pytest.mark.parametrize("ex_id", IDS)
+def test_untouched_starter_fails_saying_what_is_missing(graded, ex_id):
+    ex = EXS[ex_id]
+    r = graded[(ex_id, ex.starter_path.name)]
+    if ex_id == "tma_tiles":
+        assert r.verdict == Verdict.MISSING_FEATURE, str(r)
+        assert "UTMALDG" in r.message and "UTMASTG" in r.message and "SYNCS" in r.message
+    else:
+        assert r.verdict == Verdict.WRONG, str(r)
+        assert "NotImplementedError" in r.message, r.message
+
+
+def test_wrong_fixtures_tell_the_story(graded):
+    """The messages a learner reads name the case and what went wrong, not just 'wrong'."""
+    msg = lambda ex_id, name: graded[(ex_id, name)].message  # noqa: E731
+    assert "innermost-first" in msg("tensormap_args", "wrong_numpy_order.py")
+    assert "OOB" in msg("tensormap_args", "wrong_box_within_tensor.py")
+    assert "got 1152 expected 1024" in msg("swizzle_address", "wrong_row_unwrapped.py")
+    assert "deadlock" in msg("barrier_phases", "wrong_same_parity.py")
+    assert "before that iteration's TMA load landed" in msg("barrier_phases", "wrong_consumer_starts_at_1.py")
+    assert "not consumed yet" in msg("barrier_phases", "wrong_producer_always_1.py")
+    assert "CUtensorMap" in msg("tma_tiles", "cutensormap_type.cu")
+
+
+# ------------------------------------------------------------------ the recorded swizzle table
+def _load_check(ex_id):
+    spec = importlib.util.spec_from_file_location(f"check_{ex_id}", EXS[ex_id].folder / "check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("table,verdict", [
+    ([[c ^ r for c in range(8)] for r in range(8)], Verdict.PASS),      # what the H200 should measure
+    ([[c for c in range(8)] for r in range(8)], Verdict.WRONG),         # a table that disagrees
+])
+def test_swizzle_grades_against_the_recorded_table(monkeypatch, tmp_path, table, verdict):
+    ex = EXS["swizzle_address"]
+    section = {"device": "NVIDIA H200", "date": "2026-12-01 00:00 UTC", "figures": {"table_128B": table}}
+    monkeypatch.setattr(record, "load", lambda name: section if name == "ch02.swizzle" else None)
+    monkeypatch.setattr(record, "figures", lambda name: section["figures"] if name == "ch02.swizzle" else None)
+    r = _load_check(ex.id).check(grade.Submission(ex, ex.solution_path, tmp_path))
+    assert r.verdict == verdict, str(r)
+    assert any("measured on NVIDIA H200" in c for c in r.checked), r.checked
+
+
+def test_swizzle_without_a_record_says_so(graded):
+    if record.figures("ch02.swizzle"):
+        pytest.skip("the record holds a measured table")
+    r = graded[("swizzle_address", "solution.py")]
+    assert "reference formula" in r.message
