@@ -5,8 +5,11 @@
     b = judge.build.compile("kernel.cu")      # NVRTC -> cubin for sm_90a, SASS on any machine
     judge.check("pipeline_timeline")          # grade your workspace file, in a child process
 
-Modules: config (defaults), build, sass, gpu, compare, timing, grade, isolate,
-exercise, workspace, record, timeline (drawings), show (notebook display helpers).
+Modules: config (defaults), build (NVRTC -> cubin), sass (features), gpu (what is here),
+compare (against references), timing (the protocol), grade and isolate (verdicts, child
+processes), exercise and workspace (exercises, the learner's files), record (the Hopper
+record; python -m judge prints it), pipesim (the cp.async protocol simulator),
+timeline (pipeline drawings), tma (tensor maps and swizzle), show (notebook display).
 """
 from . import config, build, sass, gpu, compare, exercise, grade, record, workspace  # noqa: F401
 from .grade import Verdict, Result  # noqa: F401

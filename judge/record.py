@@ -8,6 +8,7 @@ record/hopper.json holds, per section (a notebook's figures, an exercise's verdi
         anywhere else it is a no-op, so a learner's own GPU cannot overwrite the course's figures.
     record.load("ch01.sgemm") -> the section, or None
     record.stale() -> what changed since it was recorded (a CPU test fails on any)
+    python -m judge  -> prints what is here and the whole record
 
 A source's hash: the file's bytes; for a notebook, its cells' sources only (outputs do not count).
 """
@@ -108,3 +109,21 @@ def unrecorded(paths) -> list[str]:
     for sec in read().get("sections", {}).values():
         seen |= set(sec.get("sources", {}))
     return [_rel(p) for p in paths if _rel(p) not in seen]
+
+
+def main() -> int:
+    """python -m judge: what the H200 measured, section by section, and whether it is current."""
+    data = read().get("sections", {})
+    if not data:
+        print("Nothing recorded yet: run python -m judge.hopper_record on an H100/H200.")
+        return 0
+    print(f"Recorded on {device_line()}\n")
+    for name in sorted(data):
+        figs = data[name]["figures"]
+        flat = {k: v for k, v in figs.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+        shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in list(flat.items())[:6])
+        print(f"  {name:<34} {data[name]['date']}  {shown}")
+    st = stale()
+    print("\nThe record is current." if not st else "\nChanged since recorded:\n  " + "\n  ".join(st))
+    return 0
+
