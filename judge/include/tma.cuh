@@ -1,0 +1,155 @@
+// tma.cuh - the course's device-side TMA and mbarrier helpers: inline PTX only, for sm_90+.
+// Use: #include "tma.cuh" in a .cu file; judge.build.compile inlines it (no <cuda.h>, no
+// <cuda/ptx>, no <cuda/barrier>: none of them is needed, and <cuda.h> does not compile under NVRTC).
+// Host side: judge/tma.py builds the TensorMap these functions take.
+//
+// ORDER: coordinates are INNERMOST FIRST, as in the tensor map: for a row-major (rows, cols)
+// tensor, the tile at row y, column x is load_2d(dst, map, x, y, bar).
+#pragma once
+
+// The 128-byte CUtensorMap, declared here because <cuda.h> is out of reach under NVRTC.
+// The driver wants it 64-byte aligned; CUDA 13's own header aligns it to 128, and so do we.
+struct alignas(128) TensorMap { unsigned long long opaque[16]; };
+
+namespace tma {
+
+// A shared-memory address as the 32-bit value PTX's .shared::cta operands take.
+__device__ __forceinline__ unsigned smem(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// The tensor map operand is its generic address. A `const __grid_constant__ TensorMap`
+// parameter and a `__constant__ TensorMap` both work; a copy in a local variable does NOT
+// (the hardware reads the descriptor from parameter/constant/global memory, never from a
+// thread's registers or local memory).
+__device__ __forceinline__ unsigned long long gmap(const TensorMap* map) {
+  return reinterpret_cast<unsigned long long>(map);
+}
+
+// ---------------------------------------------------------------------------------- fences
+// fence.proxy.async orders this thread's generic-proxy accesses to shared memory with later
+// async-proxy (TMA) accesses. Two places need it:
+//   1. after mbarrier.init, before TMA may signal the barrier (the init is a generic write);
+//   2. after threads write a tile with ordinary stores, before a TMA store reads it:
+//      EVERY writing thread fences, then __syncthreads(), then one thread issues the store.
+// The other direction (TMA wrote, threads read) needs no fence: observing the mbarrier's
+// phase complete makes the TMA's writes visible to the waiting thread.
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// ---------------------------------------------------------------------------------- mbarrier
+// An mbarrier is 8 bytes of shared memory, 8-byte aligned. A phase completes when BOTH its
+// pending arrival count reaches zero AND its transaction count (bytes announced with
+// expect_tx minus bytes the TMA has delivered) reaches zero. Then the phase parity flips
+// and the counts reset for the next phase.
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned arrivals) {
+  // One thread initializes; follow with fence_proxy_async() and __syncthreads().
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem(bar)), "r"(arrivals) : "memory");
+}
+
+__device__ __forceinline__ void mbar_inval(unsigned long long* bar) {
+  // Needed only before the 8 bytes are reused as anything other than this barrier.
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" :: "r"(smem(bar)) : "memory");
+}
+
+// Arrive once and announce `bytes` more transaction bytes for the current phase.
+// RULE: `bytes` must equal exactly what the copies signalling this barrier will deliver:
+// for a TMA box that is the WHOLE box (out-of-bounds elements are filled and counted).
+// Too many: the phase never completes and every waiter hangs. Too few: the phase completes
+// while data is still landing.
+__device__ __forceinline__ void arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+               :: "r"(smem(bar)), "r"(bytes) : "memory");
+}
+
+// A plain arrival (consumers releasing a buffer, for example).
+__device__ __forceinline__ void arrive(unsigned long long* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(smem(bar)) : "memory");
+}
+
+// Has the phase with this parity completed? One try (the hardware may wait a while in it).
+__device__ __forceinline__ bool try_wait(unsigned long long* bar, unsigned parity) {
+  unsigned done;
+  asm volatile("{\n\t.reg .pred p;\n\t"
+               "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+               "selp.u32 %0, 1, 0, p;\n\t}"
+               : "=r"(done) : "r"(smem(bar)), "r"(parity) : "memory");
+  return done != 0;
+}
+
+// Wait until the phase with parity `parity` (0 for phase 0, 2, 4...; 1 for phase 1, 3...)
+// has completed. RULE: a waiter tracks the parity itself and flips it each time it reuses
+// the barrier. A freshly initialized barrier behaves as if the phase before phase 0 (parity 1)
+// had just completed: waiting on parity 1 returns at once, waiting on parity 0 blocks.
+__device__ __forceinline__ void wait(unsigned long long* bar, unsigned parity) {
+  while (!try_wait(bar, parity)) {
+  }
+}
+
+// ---------------------------------------------------------------------------------- TMA loads
+// One thread issues a whole box. RULES: the shared destination is 128-byte aligned (and
+// aligned to the swizzle's repeat, 256/512/1024 bytes, for the pattern to start at its
+// first row); the barrier must be initialized and fenced before; coordinates may be negative
+// or run past the tensor: those elements are filled (zero, or NaN if the map says so).
+__device__ __forceinline__ void load_2d(void* dst, const TensorMap* map, int x, int y,
+                                        unsigned long long* bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];"
+               :: "r"(smem(dst)), "l"(gmap(map)), "r"(x), "r"(y), "r"(smem(bar)) : "memory");
+}
+
+__device__ __forceinline__ void load_3d(void* dst, const TensorMap* map, int x, int y, int z,
+                                        unsigned long long* bar) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3, %4}], [%5];"
+               :: "r"(smem(dst)), "l"(gmap(map)), "r"(x), "r"(y), "r"(z), "r"(smem(bar)) : "memory");
+}
+
+// Fetch the descriptor into the TMA unit's cache ahead of the first copy (optional).
+__device__ __forceinline__ void prefetch_map(const TensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];" :: "l"(gmap(map)) : "memory");
+}
+
+// ---------------------------------------------------------------------------------- TMA stores
+// RULE: before a store, the tile's writers have run fence_proxy_async() and met at a barrier.
+// Elements of the box outside the tensor are not written (the store is clipped).
+// Completion is tracked by bulk groups, not by an mbarrier: commit(), then wait_read<N>().
+__device__ __forceinline__ void store_2d(const TensorMap* map, int x, int y, const void* src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];"
+               :: "l"(gmap(map)), "r"(x), "r"(y), "r"(smem(src)) : "memory");
+}
+
+__device__ __forceinline__ void store_3d(const TensorMap* map, int x, int y, int z, const void* src) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3}], [%4];"
+               :: "l"(gmap(map)), "r"(x), "r"(y), "r"(z), "r"(smem(src)) : "memory");
+}
+
+// global[box] += shared tile, element by element, performed by the TMA unit (the element
+// type comes from the map). Several blocks may reduce into the same box.
+__device__ __forceinline__ void reduce_add_2d(const TensorMap* map, int x, int y, const void* src) {
+  asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group"
+               " [%0, {%1, %2}], [%3];"
+               :: "l"(gmap(map)), "r"(x), "r"(y), "r"(smem(src)) : "memory");
+}
+
+// Close the group of bulk stores/reductions this thread issued since the last commit.
+__device__ __forceinline__ void commit() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+// Wait until at most N of this thread's committed groups are still READING shared memory.
+// RULE: before the block exits or overwrites a stored tile, wait_read<0>() (or <N> for a
+// ring of N buffers still in flight): shared memory must outlive the reads of the TMA.
+template <int N>
+__device__ __forceinline__ void wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory");
+}
+
+// Wait until at most N groups are still in flight at all (their global writes done too).
+template <int N>
+__device__ __forceinline__ void wait_all() {
+  asm volatile("cp.async.bulk.wait_group %0;" :: "n"(N) : "memory");
+}
+
+}  // namespace tma
