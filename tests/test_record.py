@@ -4,7 +4,6 @@ When this fails, a kernel or notebook changed after its last recorded run: run
 `python -m judge.hopper_record` on an H200 and commit record/hopper.json.
 """
 import json
-import shutil
 
 from judge import config, record
 
@@ -47,26 +46,25 @@ def test_gpu_exercises_got_their_declared_verdicts_on_the_h200():
                 assert v[name]["verdict"] == want, (name, v[name])
 
 
-def test_stale_detection_notices_an_edit(tmp_path, monkeypatch):
-    # a copy of the course with one recorded kernel edited must be reported stale
-    data = record.read()
-    rel = next(iter(next(iter(data["sections"].values()))["sources"]), None)
-    if rel is None:
-        return
+def test_stale_detection_notices_an_edited_kernel_or_notebook(tmp_path, monkeypatch):
     root = tmp_path / "course"
-    (root / "record").mkdir(parents=True)
-    for sec in data["sections"].values():
-        for r in sec["sources"]:
-            (root / r).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(config.ROOT / r, root / r)
-    (root / "record" / "hopper.json").write_text(json.dumps(data))
+    (root / "chapters").mkdir(parents=True)
+    cu, nb = root / "chapters" / "k.cu", root / "chapters" / "c.ipynb"
+    cu.write_text("// k.cu - a kernel\n")
+    nb.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "x = 1", "outputs": []}]}))
     monkeypatch.setattr(config, "ROOT", root)
     monkeypatch.setattr(record, "RECORD", root / "record" / "hopper.json")
+    (root / "record").mkdir()
+    record.RECORD.write_text(json.dumps({"sections": {"ch": {
+        "device": "NVIDIA H200", "date": "today", "sources": {
+            "chapters/k.cu": record.source_hash(cu), "chapters/c.ipynb": record.source_hash(nb)}}}}))
+    assert record.stale() == [] and record.unrecorded([cu, nb]) == []
+    # outputs of a notebook do not count; its sources do
+    nb.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "x = 1", "outputs": ["2"]}]}))
     assert record.stale() == []
-    with open(root / rel, "a") as f:
-        f.write("\n// edited\n" if not rel.endswith(".ipynb") else "")
-    if rel.endswith(".ipynb"):
-        nb = json.loads((root / rel).read_text())
-        nb["cells"][0]["source"] = "# edited\n" + "".join(nb["cells"][0]["source"])
-        (root / rel).write_text(json.dumps(nb))
-    assert any(rel in s for s in record.stale())
+    nb.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "x = 2", "outputs": []}]}))
+    assert [s for s in record.stale() if "c.ipynb" in s]
+    cu.write_text("// k.cu - a kernel, edited\n")
+    assert [s for s in record.stale() if "k.cu" in s]
+    (root / "chapters" / "new.cu").write_text("// new.cu - never ran\n")
+    assert record.unrecorded([root / "chapters" / "new.cu"]) == ["chapters/new.cu"]
