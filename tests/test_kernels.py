@@ -23,7 +23,7 @@ def spec_of(path: Path) -> dict:
         if key == "features":
             spec["features"] = [f for f in val.split(",") if f]
         elif key == "defines":
-            for d in val.split(","):
+            for d in filter(None, val.split(",")):
                 k, _, v = d.partition("=")
                 spec["defines"][k] = v or None
         elif key == "target":
