@@ -172,8 +172,26 @@ class Build:
 
     @cached_property
     def resources(self) -> dict[str, dict[str, int]]:
-        """Per kernel: registers, shared (static bytes), stack, spill_stores, spill_loads."""
-        return _sass.parse_ptxas_log(self.log)
+        """Per kernel: registers, shared (static bytes), stack, local, spill_stores, spill_loads.
+
+        Read from the cubin (cuobjdump -res-usage), which every NVRTC version produces alike;
+        the spill counts come from ptxas's -v report where NVRTC passes it on, and otherwise
+        count all local memory (spills and locally indexed arrays) as spilled.
+        """
+        log = _sass.parse_ptxas_log(self.log)
+        out = {}
+        for k, u in _sass.parse_res_usage(resource_usage(self.cubin_path)).items():
+            # cuobjdump's SHARED includes the 1 KB the system reserves per block on sm_80 and
+            # later; "shared" here is the kernel's own static shared memory, as ptxas reports it.
+            r = {"registers": u.get("REG", 0), "shared": max(0, u.get("SHARED", 0) - 1024),
+                 "stack": u.get("STACK", 0), "local": u.get("LOCAL", 0)}
+            p = log.get(k)
+            if p:
+                r["shared"] = p["shared"]
+            r["spill_stores"] = p["spill_stores"] if p else r["local"]
+            r["spill_loads"] = p["spill_loads"] if p else r["local"]
+            out[k] = r
+        return out
 
     @property
     def kernels(self) -> list[str]:

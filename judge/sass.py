@@ -93,6 +93,20 @@ def kernel_section(sass: str, kernel: str) -> str:
                    f"declare it extern \"C\" so its name is not mangled")
 
 
+def parse_res_usage(text: str) -> dict[str, dict[str, int]]:
+    """cuobjdump -res-usage -> {kernel: {"REG": .., "SHARED": .., "STACK": .., "LOCAL": .., ...}}."""
+    out, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"\s*Function (\S+):", line)
+        if m:
+            cur = out.setdefault(m.group(1), {})
+            continue
+        if cur is not None and "REG:" in line:
+            cur.update({k: int(v) for k, v in re.findall(r"([A-Z]+(?:\[\d+\])?):(\d+)", line)})
+            cur = None
+    return out
+
+
 _PTXAS_ENTRY = re.compile(r"Compiling entry function '(\S+)' for")
 _PTXAS_REGS = re.compile(r"Used (\d+) registers")
 _PTXAS_SMEM = re.compile(r"(\d+) bytes smem")

