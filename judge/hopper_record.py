@@ -104,7 +104,7 @@ def part_notebooks(log_dir: Path):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m judge.hopper_record")
-    ap.add_argument("--part", default="ceilings,tests,exercises,notebooks")
+    ap.add_argument("--part", default="ceilings,exercises,notebooks,tests")
     ap.add_argument("--out", default=os.environ.get("OUT"))
     args = ap.parse_args(argv)
     if not gpu.meets("sm_90"):
@@ -120,8 +120,8 @@ def main(argv=None) -> int:
         {"ceilings": part_ceilings, "tests": lambda: part_tests(log_dir),
          "exercises": lambda: part_exercises(log_dir), "notebooks": lambda: part_notebooks(log_dir)}[p]()
         print(f"-- part {p}: {time.time() - t:.0f} s", flush=True)
-    if args.out:
-        shutil.copy(record.RECORD, Path(args.out) / "hopper.json")
+        if args.out:                 # after every part, so a run cut short still brings back what it did
+            shutil.copy(record.RECORD, Path(args.out) / "hopper.json")
     print("\n" + "\n".join(f"{w:<48} {r:<40} {f}" for w, r, f in ROWS))
     return 0
 
