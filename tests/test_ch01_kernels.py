@@ -66,7 +66,9 @@ def test_every_pipeline_depth_builds_and_waits_for_the_right_group(stages):
 def test_shared_memory_limits_pipeline_depth_on_the_h200():
     shallow = sgemm.occupancy("sgemm_cp_async.cu", {"STAGES": 3})
     deep = sgemm.occupancy("sgemm_cp_async.cu", {"STAGES": 16})
-    assert deep["limited_by"] == "shared memory" and deep["blocks_per_sm"] == 1      # 2 x 129 KB > 228 KB
+    # 2 x 129 KB > 228 KB: shared memory alone allows one block (registers may allow as few,
+    # depending on the compiler's register count: NVRTC 13.0 and 13.5 differ for this kernel)
+    assert deep["by"]["shared memory"] == 1 and deep["blocks_per_sm"] == 1
     assert shallow["blocks_per_sm"] >= deep["blocks_per_sm"]
     assert not sgemm.occupancy("sgemm_cp_async.cu", {"STAGES": 29})["fits"]          # 232 KB > 227 KB
 
