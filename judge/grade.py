@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, asdict
 from enum import Enum
 from pathlib import Path
 
-from . import config, exercise as _ex
+from . import exercise as _ex
 
 
 class Verdict(str, Enum):
@@ -111,6 +111,14 @@ def tier_for(value: float, tiers: dict) -> str | None:
 
 
 # ------------------------------------------------------------------ what a check.py receives
+class Stop(Exception):
+    """Raised inside a check to end it with this Result (the worker turns it into the verdict)."""
+
+    def __init__(self, result: "Result"):
+        super().__init__(result.message)
+        self.result = result
+
+
 class Submission:
     """A learner's file as the exercise's check.py sees it (inside the child process)."""
 
@@ -126,6 +134,21 @@ class Submission:
         spec = importlib.util.spec_from_file_location(f"learner_{self.exercise.id}", self.path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
+        return mod
+
+    def learner_module(self, *names: str):
+        """Import the learner's file and check that it defines these functions; return the module.
+
+        Stops the check with WRONG (saying what to fix) when the file does not import or lacks one.
+        """
+        try:
+            mod = self.load_module()
+        except Exception as e:  # noqa: BLE001 - any learner error is reported, not raised
+            raise Stop(Result(Verdict.WRONG, learner_error(e, f"importing your {self.exercise.learner_file}")))
+        missing = [n for n in names if not callable(getattr(mod, n, None))]
+        if missing:
+            raise Stop(Result(Verdict.WRONG, f"{self.exercise.learner_file} defines no function "
+                                             + " and no ".join(missing)))
         return mod
 
     def build(self, **kw):

@@ -21,7 +21,7 @@ def main(argv: list[str]) -> int:
     req = json.loads(argv[1])
     print("@@progress loading the check", flush=True)
     from judge import exercise
-    from judge.grade import Result, Submission, Verdict
+    from judge.grade import Result, Stop, Submission, Verdict
     try:
         if "call" in req:          # judge.isolate.run_function: any function, isolated the same way
             call = req["call"]
@@ -38,6 +38,8 @@ def main(argv: list[str]) -> int:
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
             result = mod.check(sub)
+    except Stop as s:
+        result = s.result
     except Exception as e:  # noqa: BLE001
         if _is_cuda_error(e):
             result = Result(Verdict.CRASH, f"CUDA error: {e}",

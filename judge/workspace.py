@@ -66,6 +66,11 @@ def record_progress(ex_id: str, *, status: str, verdict: str = "", tier: str | N
     entry["last"] = verdict or status
     entry["when"] = time.strftime("%Y-%m-%d %H:%M")
     data[ex_id] = entry
+    _save_progress(data)
+
+
+def _save_progress(data: dict) -> None:
+    """Write the progress file whole, then rename it into place: a crash never leaves half a file."""
     p = _progress_file()
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=p.parent)
@@ -78,9 +83,4 @@ def note_hint(ex_id: str, seen: int) -> None:
     """Remember how many hints of an exercise the learner has read."""
     data = load_progress()
     data.setdefault(ex_id, {"status": "started"})["hints_seen"] = seen
-    p = _progress_file()
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1)
-    os.replace(tmp, p)
+    _save_progress(data)

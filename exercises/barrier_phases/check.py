@@ -141,11 +141,8 @@ def _reference():
 
 def check(sub) -> Result:
     sub.progress("importing phases.py")
-    try:
-        mod = sub.load_module()
-        fns = {"producer_wait": mod.producer_wait, "consumer_wait": mod.consumer_wait}
-    except Exception as e:  # noqa: BLE001
-        return Result(Verdict.WRONG, learner_error(e, "importing phases.py"))
+    mod = sub.learner_module("producer_wait", "consumer_wait")
+    fns = {"producer_wait": mod.producer_wait, "consumer_wait": mod.consumer_wait}
     ref = _reference()
 
     sub.progress(f"table: S = 1..8, i = 0..{ITERS - 1}")

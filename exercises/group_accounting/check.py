@@ -91,13 +91,7 @@ def _check_one(mod, S, K, ec, w):
 
 def check(sub) -> Result:
     sub.progress("loading accounting.py")
-    try:
-        mod = sub.load_module()
-    except Exception as e:  # noqa: BLE001
-        return Result(Verdict.WRONG, learner_error(e, "importing your accounting.py"))
-    missing = [f for f in ("safe_tiles", "first_unsafe_round") if not callable(getattr(mod, f, None))]
-    if missing:
-        return Result(Verdict.WRONG, f"accounting.py defines no function {' and no '.join(missing)}")
+    mod = sub.learner_module("safe_tiles", "first_unsafe_round")
     checked, n = [], 0
     for what, ec, wait_of in LOOPS:
         sub.progress(f"{what}: S = 2..6, K = 1..12")

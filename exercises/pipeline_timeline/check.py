@@ -174,13 +174,7 @@ def _draw(sub, mod, ref, fail: _Fail | None) -> list[str]:
 
 def check(sub) -> Result:
     sub.progress("loading timeline.py")
-    try:
-        mod = sub.load_module()
-    except Exception as e:  # noqa: BLE001
-        return Result(Verdict.WRONG, learner_error(e, "importing your timeline.py"))
-    missing = [f for f in ("schedule", "pipeline_time") if not callable(getattr(mod, f, None))]
-    if missing:
-        return Result(Verdict.WRONG, f"timeline.py defines no function {' and no '.join(missing)}")
+    mod = sub.learner_module("schedule", "pipeline_time")
     ref = _reference()
     checked, n, fail = [], 0, None
     try:

@@ -122,14 +122,7 @@ def _check_blocks(mod, ref, gpu):
 
 def check(sub) -> Result:
     sub.progress("loading budget.py")
-    try:
-        mod = sub.load_module()
-    except Exception as e:  # noqa: BLE001
-        return Result(Verdict.WRONG, learner_error(e, "importing your budget.py"))
-    names = ("stage_bytes", "pipeline_bytes", "blocks_per_sm")
-    missing = [f for f in names if not callable(getattr(mod, f, None))]
-    if missing:
-        return Result(Verdict.WRONG, f"budget.py defines no function {' and no '.join(missing)}")
+    mod = sub.learner_module("stage_bytes", "pipeline_bytes", "blocks_per_sm")
     ref = _reference()
     checked = []
     try:
