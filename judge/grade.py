@@ -245,4 +245,7 @@ def check(ex_id: str, file: str | Path | None = None, *, progress=None, timeout:
         progress = lambda s: print(f"  .. {s}", file=sys.stderr, flush=True)  # noqa: E731
     result = isolate.run_check(ex, path.resolve(), progress=progress, timeout=timeout)
     result.exercise, result.file = ex.id, str(path)
+    if result.verdict not in (Verdict.PASS, Verdict.SKIP) and path.read_text() == ex.starter_path.read_text():
+        result.details.insert(0, f"this is still the untouched starter: write the parts it marks "
+                                 f"(the statement is {ex.statement_path.relative_to(ex.folder.parent.parent)})")
     return result

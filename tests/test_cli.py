@@ -96,3 +96,11 @@ def test_progress_survives_a_corrupted_progress_file():
     data = json.loads((ws / "progress.json").read_text())
     assert data["pipeline_timeline"]["status"] == "passed"
     assert "1 of" in judge("progress").stdout
+
+
+def test_the_untouched_starter_of_a_gpu_exercise_says_what_is_missing_on_any_machine():
+    judge("start", "cp_async_sgemm")
+    r = judge("check", "cp_async_sgemm")
+    assert r.returncode == 1
+    assert "MISSING FEATURE" in r.stdout and "LDGSTS" in r.stdout
+    assert "untouched starter" in r.stdout and "exercises/cp_async_sgemm/README.md" in r.stdout
