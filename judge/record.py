@@ -127,3 +127,60 @@ def main() -> int:
     print("\nThe record is current." if not st else "\nChanged since recorded:\n  " + "\n  ".join(st))
     return 0
 
+
+
+def figures_table() -> str:
+    """The README's table of headline figures, made from the record (python -m judge --readme writes it)."""
+    sec = read()["sections"]
+    f = {name: s["figures"] for name, s in sec.items()}
+    rows = {(r["kernel"], r["n"]): r for r in f["ch01.sgemm"]["rows"] + f["ch01.tuned"]["rows"]}
+    speed = {r["copy"]: r for r in f["ch02.speed"]["rows"]}
+    stages = f["ch01.stages"]["rows"]
+    ce = f["device.ceilings"]
+    hang = f["ch02.hang"]
+    best = f["ch01.tuned"]["best"]
+
+    def pair(kernel):
+        a, b = rows[(kernel, 4096)], rows[(kernel, 8192)]
+        return (f"{a['TFLOPS']:.1f} / {b['TFLOPS']:.1f} TFLOPS "
+                f"({a['of cuBLAS']:.2f} / {b['of cuBLAS']:.2f} of cuBLAS)")
+
+    deeper = [r["TFLOPS"] for r in stages if r["stages"] >= 3]
+    copies = [speed[k] for k in ("TMA (pipelined, 1 thread issues)", "cp.async (16 B per thread)",
+                                 "plain 16-byte loads")]
+    ex = {e: f[f"exercise.{e}"]["verdicts"]["solution"] for e in ("cp_async_sgemm", "tma_tiles")}
+    lines = [
+        "| what | figure |", "| --- | --- |",
+        f"| device-to-device copy, 2 GiB, read + write | {ce['copy_gbps']:.0f} GB/s |",
+        f"| cuBLAS FP32 GEMM, 4096³ / 8192³ | {ce['sgemm4096_tflops']:.1f} / {ce['sgemm8192_tflops']:.1f} TFLOPS |",
+        f"| SGEMM, synchronous loads, 4096³ / 8192³ | {pair('sync loads')} |",
+        f"| SGEMM, 3-stage cp.async, 4096³ / 8192³ | {pair('cp.async, 3 stages')} |",
+        f"| SGEMM, tuned cp.async ({', '.join(f'{k} {v}' for k, v in best.items())}), 4096³ / 8192³ "
+        f"| {pair('sgemm_tuned')} |",
+        f"| cp.async stage sweep, 4096³ | {stages[0]['TFLOPS']:.1f} TFLOPS at {stages[0]['stages']} stages, "
+        f"{min(deeper):.1f}-{max(deeper):.1f} from 3 to {stages[-1]['stages']} |",
+        f"| `%globaltimer` instrumentation of the 3-stage kernel | {f['ch01.timeline']['overhead'] * 100:+.1f} % |",
+        "| 1 GiB copy: TMA pipelined / cp.async / plain 16-byte loads | "
+        + " / ".join(f"{r['GB/s']:.0f}" for r in copies) + " GB/s ("
+        + " / ".join(f"{r['x device copy (2 GiB)']:.2f}" for r in copies) + " of the device copy) |",
+        f"| a kernel spinning on an mbarrier (wrong `expect_tx`) | {hang['verdict']}, killed {hang['seconds']} s "
+        f"after launch; the next launch: {hang['next_launch']['message']} |",
+        f"| exercise cp_async_sgemm, reference solution | {ex['cp_async_sgemm']['verdict']} "
+        f"({ex['cp_async_sgemm']['tier']}), {ex['cp_async_sgemm']['measurements']['fraction']:.2f} of cuBLAS |",
+        f"| exercise tma_tiles, reference solution | {ex['tma_tiles']['verdict']} ({ex['tma_tiles']['tier']}), "
+        f"{ex['tma_tiles']['measurements']['fraction']:.2f} of the device copy |",
+    ]
+    return "\n".join(lines)
+
+
+README_BEGIN, README_END = "<!-- figures: begin (python -m judge --readme) -->", "<!-- figures: end -->"
+
+
+def update_readme() -> bool:
+    """Rewrite the README's figures table from the record. Returns True if it changed."""
+    path = config.ROOT / "README.md"
+    text = path.read_text()
+    a, b = text.index(README_BEGIN) + len(README_BEGIN), text.index(README_END)
+    new = text[:a] + "\n" + figures_table() + "\n" + text[b:]
+    path.write_text(new)
+    return new != text
