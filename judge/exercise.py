@@ -16,6 +16,7 @@ comment lines replaced by that region's "starter lines": comment lines written
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -79,9 +80,22 @@ class Exercise:
         """The starter generated from the solution (see module docstring)."""
         return make_starter(self.solution_path.read_text())
 
+    def reference(self):
+        """The reference solution, imported as a module (Python exercises)."""
+        return import_file(self.solution_path, f"{self.id}_reference")
+
     def sources(self) -> list[Path]:
         """Every file of the exercise (for the Hopper record's hashes)."""
         return sorted(p for p in self.folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+
+
+def import_file(path, name: str | None = None):
+    """Import a Python file as a fresh module (learners' files, checks, references)."""
+    path = Path(path)
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def make_starter(solution: str) -> str:

@@ -14,7 +14,6 @@ HANG, CRASH, COMPILE ERROR, SKIP (needs a GPU; says what was still checked here)
 from __future__ import annotations
 
 import html
-import importlib.util
 import json
 import sys
 import traceback
@@ -131,10 +130,7 @@ class Submission:
 
     def load_module(self):
         """Import the learner's Python file as a fresh module."""
-        spec = importlib.util.spec_from_file_location(f"learner_{self.exercise.id}", self.path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
+        return _ex.import_file(self.path, f"learner_{self.exercise.id}")
 
     def learner_module(self, *names: str):
         """Import the learner's file and check that it defines these functions; return the module.

@@ -6,7 +6,6 @@ Not meant to be run by hand; judge.grade.check() starts it.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import traceback
@@ -25,19 +24,14 @@ def main(argv: list[str]) -> int:
     try:
         if "call" in req:          # judge.isolate.run_function: any function, isolated the same way
             call = req["call"]
-            spec = importlib.util.spec_from_file_location("isolated_call", call["file"])
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
+            mod = exercise.import_file(call["file"], "isolated_call")
             result = getattr(mod, call["function"])(**call.get("kwargs", {}))
             if not isinstance(result, Result):
                 result = Result(Verdict.PASS, "returned", measurements={"value": result})
         else:
             ex = exercise.get(req["exercise"])
             sub = Submission(ex, Path(req["file"]), Path(req["figures"]))
-            spec = importlib.util.spec_from_file_location(f"check_{ex.id}", ex.folder / "check.py")
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            result = mod.check(sub)
+            result = exercise.import_file(ex.folder / "check.py", f"check_{ex.id}").check(sub)
     except Stop as s:
         result = s.result
     except Exception as e:  # noqa: BLE001

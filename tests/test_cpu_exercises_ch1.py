@@ -64,11 +64,7 @@ def test_group_accounting_reference_matches_the_readme_examples():
 
 
 def test_smem_budget_readme_numbers():
-    import importlib.util
-    ex = exercise.get("smem_budget")
-    spec = importlib.util.spec_from_file_location("smem_budget_solution", ex.solution_path)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
+    m = exercise.get("smem_budget").reference()
     assert m.stage_bytes(128, 128, 8) == 8 * 1024
     assert [m.pipeline_bytes(128, 128, 8, s) for s in (2, 3, 4)] == [16384, 24576, 32768]
     assert m.blocks_per_sm(24576, 256, 128) == 2

@@ -1,6 +1,6 @@
 """Chapter 2 exercises (TMA): starters, solutions, fixtures, and the recorded swizzle table.
 
-Run: cd /work/main && python -m pytest tests/test_exercises_ch2.py -q
+Run: python -m pytest tests/test_exercises_ch2.py -q
 
 Every file is graded the way a learner's is (judge.grade.check, in a child process); the
 grades run in parallel once, and the tests read them. tma_tiles' fixtures declare the verdict
@@ -8,7 +8,6 @@ an H200 gives: without a Hopper GPU only COMPILE ERROR and MISSING FEATURE can b
 (they come from the compiler and the SASS), so every other verdict must be SKIP here, with the
 compile and SASS checks listed as what was checked.
 """
-import importlib.util
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -117,10 +116,7 @@ def test_wrong_fixtures_tell_the_story(graded):
 
 # ------------------------------------------------------------------ the recorded swizzle table
 def _load_check(ex_id):
-    spec = importlib.util.spec_from_file_location(f"check_{ex_id}", EXS[ex_id].folder / "check.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return exercise.import_file(EXS[ex_id].folder / "check.py", f"check_{ex_id}")
 
 
 @pytest.mark.parametrize("table,verdict", [

@@ -1,6 +1,6 @@
 """Tests of the pipeline_timeline exercise (reference, starter, grader, fixtures) and judge/timeline.py.
 
-Run: cd /work/main && python -m pytest tests/test_pipeline_timeline.py -q     (CPU only, ~25 s)
+Run: python -m pytest tests/test_pipeline_timeline.py -q     (CPU only, ~25 s)
 
 The reference (exercises/pipeline_timeline/solution.py) is a recurrence over tiles; here it is
 checked against hand-written schedules and against an independent discrete-event simulation
@@ -9,7 +9,6 @@ checked against hand-written schedules and against an independent discrete-event
 from __future__ import annotations
 
 import heapq
-import importlib.util
 import itertools
 import random
 from pathlib import Path
@@ -22,10 +21,7 @@ EX = exercise.get("pipeline_timeline")
 
 
 def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return exercise.import_file(path, name)
 
 
 ref = _load(EX.solution_path, "pipeline_timeline_solution")

@@ -8,9 +8,7 @@ Two checks:
    deadlock, a consumer reading a slot before its TMA landed, or a TMA overwriting a slot the
    consumer has not released: the story of what goes wrong on the GPU.
 """
-import importlib.util
 import random
-from pathlib import Path
 
 from judge.grade import Result, Verdict, learner_error
 
@@ -132,18 +130,12 @@ def simulate(producer_wait, consumer_wait, S, n, policy, seed=0):
     return None
 
 
-def _reference():
-    spec = importlib.util.spec_from_file_location("phases_reference", Path(__file__).parent / "solution.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 def check(sub) -> Result:
     sub.progress("importing phases.py")
     mod = sub.learner_module("producer_wait", "consumer_wait")
     fns = {"producer_wait": mod.producer_wait, "consumer_wait": mod.consumer_wait}
-    ref = _reference()
+    ref = sub.exercise.reference()
 
     sub.progress(f"table: S = 1..8, i = 0..{ITERS - 1}")
     mismatch = None

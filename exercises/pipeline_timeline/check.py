@@ -9,7 +9,6 @@ next to the reference (judge.timeline) for the first failing case, else for (8, 
 """
 from __future__ import annotations
 
-import importlib.util
 import numbers
 import random
 from pathlib import Path
@@ -59,12 +58,6 @@ class _Fail(Exception):
         super().__init__(message)
         self.message, self.case, self.details, self.got_schedule = message, case, list(details), got_schedule
 
-
-def _reference():
-    spec = importlib.util.spec_from_file_location("pipeline_timeline_reference", HERE / "solution.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _name(fn: str, case) -> str:
@@ -175,7 +168,7 @@ def _draw(sub, mod, ref, fail: _Fail | None) -> list[str]:
 def check(sub) -> Result:
     sub.progress("loading timeline.py")
     mod = sub.learner_module("schedule", "pipeline_time")
-    ref = _reference()
+    ref = sub.exercise.reference()
     checked, n, fail = [], 0, None
     try:
         sub.progress("README examples and K = 0")

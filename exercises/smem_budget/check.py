@@ -10,7 +10,6 @@ capability 9.0, opt-in shared memory) on these cases and on 3000 random ones.
 """
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 from judge.grade import Result, Verdict, learner_error
@@ -56,12 +55,6 @@ class _Fail(Exception):
         super().__init__(message)
         self.message, self.details = message, list(details)
 
-
-def _reference():
-    spec = importlib.util.spec_from_file_location("smem_budget_reference", HERE / "solution.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _call(fn, text, *args, **kw):
@@ -123,7 +116,7 @@ def _check_blocks(mod, ref, gpu):
 def check(sub) -> Result:
     sub.progress("loading budget.py")
     mod = sub.learner_module("stage_bytes", "pipeline_bytes", "blocks_per_sm")
-    ref = _reference()
+    ref = sub.exercise.reference()
     checked = []
     try:
         sub.progress("stage_bytes and pipeline_bytes")

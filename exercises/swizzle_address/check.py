@@ -6,8 +6,6 @@ notebook measured on the H200 (record.figures("ch02.swizzle")["table_128B"]: for
 table[row][chunk] = the physical 16-byte chunk TMA wrote logical chunk `chunk` to), the
 128B mode is graded against that measured table instead, and the result says which was used.
 """
-import importlib.util
-from pathlib import Path
 
 from judge import record
 from judge.grade import Result, Verdict, learner_error
@@ -15,12 +13,6 @@ from judge.grade import Result, Verdict, learner_error
 ROWS = 24
 MODES = (("swizzle128", 128), ("swizzle64", 64), ("swizzle32", 32))
 
-
-def _reference():
-    spec = importlib.util.spec_from_file_location("swizzle_reference", Path(__file__).parent / "solution.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _recorded_128():
@@ -36,7 +28,7 @@ def _recorded_128():
 def check(sub) -> Result:
     sub.progress("importing swizzle.py")
     mod = sub.learner_module()
-    ref = _reference()
+    ref = sub.exercise.reference()
     measured, where = _recorded_128()
     source = (f"128B graded against the table measured on {where}" if measured else
               "graded against the reference formula's table (no table from the H200 in the record yet)")
