@@ -1,0 +1,112 @@
+"""Verdicts and results: what every check returns, on any machine.
+
+    from judge.result import Verdict, Result
+    r = Result(Verdict.WRONG, "tile 3 read before its copy landed", details=[...])
+    r.verdict, r.tier, r.message, r.passed
+
+Verdicts: PASS (with a tier for timed exercises), WRONG, TOO SLOW, MISSING FEATURE,
+HANG, CRASH, COMPILE ERROR, SKIP (needs a GPU; says what was still checked here).
+This module imports nothing else of the judge, so every other module may import it.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+
+
+class Verdict(str, Enum):
+    PASS = "PASS"
+    WRONG = "WRONG"
+    TOO_SLOW = "TOO SLOW"
+    MISSING_FEATURE = "MISSING FEATURE"
+    HANG = "HANG"
+    CRASH = "CRASH"
+    COMPILE_ERROR = "COMPILE ERROR"
+    SKIP = "SKIP"
+
+    def __str__(self):
+        return self.value
+
+
+TIERS = ("bronze", "silver", "gold")
+
+
+@dataclass
+class Result:
+    verdict: Verdict
+    message: str = ""
+    tier: str | None = None                              # bronze / silver / gold on a timed PASS
+    details: list[str] = field(default_factory=list)     # further lines worth reading
+    checked: list[str] = field(default_factory=list)     # what was checked (shown on SKIP too)
+    measurements: dict = field(default_factory=dict)     # figures (times, fractions of ceilings)
+    figures: list[str] = field(default_factory=list)     # PNG paths
+    exercise: str = ""
+    file: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == Verdict.PASS
+
+    def headline(self) -> str:
+        tier = f" ({self.tier})" if self.tier else ""
+        return f"{self.verdict}{tier}: {self.message}" if self.message else f"{self.verdict}{tier}"
+
+    def __str__(self):
+        lines = [f"[{self.exercise}] {self.headline()}"]
+        lines += [f"  {d}" for d in self.details]
+        if self.checked:
+            lines.append("  checked: " + "; ".join(self.checked))
+        lines += [f"  figure: {f}" for f in self.figures]
+        return "\n".join(lines)
+
+    def _repr_html_(self):
+        color = {"PASS": "#1a7f37", "SKIP": "#6e7781"}.get(self.verdict.value, "#cf222e")
+        tier = f" &middot; {self.tier}" if self.tier else ""
+        rows = "".join(f"<li>{html.escape(d)}</li>" for d in self.details)
+        chk = ("<div style='color:#57606a'>checked: " + html.escape("; ".join(self.checked))
+               + "</div>") if self.checked else ""
+        imgs = ""
+        for f in self.figures:
+            try:
+                data = base64.b64encode(Path(f).read_bytes()).decode()
+                imgs += f"<img src='data:image/png;base64,{data}' style='max-width:100%'/>"
+            except OSError:
+                pass
+        return (f"<div style='border-left:4px solid {color};padding:4px 10px'>"
+                f"<b style='color:{color}'>{self.verdict.value}{tier}</b> "
+                f"<code>{html.escape(self.exercise)}</code>: {html.escape(self.message)}"
+                f"<ul>{rows}</ul>{chk}{imgs}</div>")
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["verdict"] = self.verdict.value
+        return json.dumps(d, default=float)
+
+    @classmethod
+    def from_json(cls, text: str) -> Result:
+        d = json.loads(text)
+        d["verdict"] = Verdict(d["verdict"])
+        return cls(**d)
+
+
+def tier_for(value: float, tiers: dict) -> str | None:
+    """The best tier whose threshold `value` reaches (tiers: {"bronze": 0.4, ...}), else None."""
+    best = None
+    for t in TIERS:
+        if t in tiers and value >= float(tiers[t]):
+            best = t
+    return best
+
+
+class Stop(Exception):
+    """Raised inside a check to end it with this Result (the worker turns it into the verdict)."""
+
+    def __init__(self, result: Result):
+        super().__init__(result.message)
+        self.result = result
+
+
