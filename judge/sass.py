@@ -43,6 +43,16 @@ FEATURES: dict[str, Feature] = {
     "mma.sync": Feature(r"\bHMMA\b", "warp-level MMA (HMMA), the pre-Hopper tensor-core path"),
     "tcgen05": Feature(r"\bUTC[HQ]MMA\b", "Blackwell tcgen05 MMA (UTCHMMA / UTCQMMA)"),
     "local.memory": Feature(r"\b(?:LDL|STL)\b", "local-memory loads/stores (LDL/STL: spills or dynamic indexing)"),
+    # sm_100a (Blackwell), as nvdisasm prints them for NVRTC 13.5 cubins (chapter 5):
+    "tcgen05.f8f6f4": Feature(r"\bUTCQMMA\b", "tcgen05 MMA on 8/6/4-bit inputs, kind::f8f6f4 / mxf8f6f4 (UTCQMMA)"),
+    "tcgen05.f4": Feature(r"\bUTCOMMA\b", "tcgen05 block-scaled 4-bit MMA, kind::mxf4nvf4 (UTCOMMA)"),
+    "tcgen05.commit": Feature(r"\bUTCBAR\b", "tcgen05.commit: MMA completion arrives on an mbarrier (UTCBAR)"),
+    "tmem.alloc": Feature(r"\bUTCATOMSWS\.FIND_AND_SET\b", "tensor-memory allocation, tcgen05.alloc (UTCATOMSWS.FIND_AND_SET)"),
+    "tmem.dealloc": Feature(r"\bUTCATOMSWS\.AND\b", "tensor-memory release, tcgen05.dealloc (UTCATOMSWS.AND)"),
+    "tmem.relinquish": Feature(r"\bUVIRTCOUNT\.DEALLOC\.SMPOOL\b", "tcgen05.relinquish_alloc_permit (UVIRTCOUNT.DEALLOC.SMPOOL)"),
+    "tmem.ld": Feature(r"\bLDTM\b", "tensor memory -> registers, tcgen05.ld (LDTM)"),
+    "tmem.st": Feature(r"\bSTTM\b", "registers -> tensor memory, tcgen05.st (STTM)"),
+    "tmem.cp": Feature(r"\bUTCCP\b", "shared memory -> tensor memory, tcgen05.cp (UTCCP)"),
 }
 
 
