@@ -67,23 +67,45 @@ def _nvidia_root() -> Path | None:
     return None
 
 
+#: headers that tell whether a folder holds what a kernel may include
+_NEEDS = {"runtime": "cuda_runtime.h", "cccl": "cuda/ptx", "nv": "nv/target"}
+
+
+def _toolkit_roots() -> list[Path]:
+    return [Path(b) for b in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda")
+            if b and Path(b).is_dir()]
+
+
 @lru_cache(None)
 def include_dirs() -> tuple[str, ...]:
-    """System include folders for NVRTC: the pip wheels' headers first, then a toolkit's, if any."""
-    dirs = []
+    """System include folders for NVRTC, found wherever they are.
+
+    First the pip wheels' headers (nvidia/cu13/include and its cccl/ folder); then, for whatever is still
+    missing (CCCL's <cuda/ptx> and <nv/target>, which <cooperative_groups.h> needs), a toolkit's
+    include/cccl and include folders. A learner's pip install has everything from the wheels
+    (nvidia-cuda-cccl); the H200 image's wheels lack CCCL, which its toolkit has in include/cccl.
+    """
+    cands = []
     root = _nvidia_root()
     if root is not None:
-        for sub in ("include", "include/cccl"):
-            if (root / sub).is_dir():
-                dirs.append(str(root / sub))
-    if not dirs:  # e.g. a GPU machine whose CuPy uses a system toolkit
-        for base in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
-            if base and (Path(base) / "include" / "cuda_runtime.h").exists():
-                dirs.append(str(Path(base) / "include"))
-                if (Path(base) / "include" / "cccl").is_dir():
-                    dirs.append(str(Path(base) / "include" / "cccl"))
-                break
+        cands += [root / "include", root / "include" / "cccl"]
+    for base in _toolkit_roots():
+        cands += [base / "include", base / "include" / "cccl"]
+    dirs, found = [], set()
+    for d in cands:
+        if not d.is_dir():
+            continue
+        gives = {k for k, rel in _NEEDS.items() if (d / rel).exists()}
+        if gives - found or (not dirs and gives):
+            dirs.append(str(d))
+            found |= gives
     return tuple(dirs)
+
+
+def missing_headers() -> list[str]:
+    """Which of the headers kernels rely on no include folder provides (empty when all is well)."""
+    have = {k for k, rel in _NEEDS.items() for d in include_dirs() if (Path(d) / rel).exists()}
+    return [rel for k, rel in _NEEDS.items() if k not in have]
 
 
 @lru_cache(None)
@@ -153,6 +175,7 @@ class Build:
     options: tuple[str, ...]
     key: str
     cubin_path: Path = field(repr=False, default=None)
+    ptx: str = field(repr=False, default="")   # the PTX of this very compile (what judge.model runs)
 
     # -- reading the binary (any machine)
     @cached_property
@@ -255,9 +278,10 @@ def compile(source, *, target: str = config.DEFAULT_TARGET, defines: dict | None
     cdir = config.cache_dir() / "cubin"
     cubin_path = cdir / f"{key}.cubin"
     log_path = cdir / f"{key}.log"
-    if cubin_path.exists() and log_path.exists():
+    ptx_path = cdir / f"{key}.ptx"
+    if cubin_path.exists() and log_path.exists() and ptx_path.exists():
         return Build(name, target, cubin_path.read_bytes(), log_path.read_text(), full,
-                     tuple(opts), key, cubin_path)
+                     tuple(opts), key, cubin_path, ptx_path.read_text())
 
     from cupy.cuda import nvrtc
     prog = nvrtc.createProgram(full, name, [], [])
@@ -268,16 +292,17 @@ def compile(source, *, target: str = config.DEFAULT_TARGET, defines: dict | None
             raise CompileError(nvrtc.getProgramLog(prog), name) from None
         log = nvrtc.getProgramLog(prog).replace("\0", "")
         cubin = nvrtc.getCUBIN(prog)
+        ptx = nvrtc.getPTX(prog).rstrip(b"\0").decode()
     finally:
         nvrtc.destroyProgram(prog)
     cubin += b"\0"                   # NVRTC hands the ELF back one byte short
     cdir.mkdir(parents=True, exist_ok=True)
-    for dest, data in ((cubin_path, cubin), (log_path, log.encode())):
+    for dest, data in ((cubin_path, cubin), (log_path, log.encode()), (ptx_path, ptx.encode())):
         fd, tmp = tempfile.mkstemp(dir=cdir)          # write, then rename into place
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, dest)
-    return Build(name, target, cubin, log, full, tuple(opts), key, cubin_path)
+    return Build(name, target, cubin, log, full, tuple(opts), key, cubin_path, ptx)
 
 
 def resource_usage(cubin_path: Path) -> str:

@@ -19,22 +19,54 @@ import numpy as np
 INT_POISON = -0x5A5A5A5B
 
 
+def _is_low_float(dtype) -> bool:
+    """bfloat16, float8_*, float6_*, float4_* (ml-dtypes): numpy sees them as kind 'V' (or 'f')."""
+    return type(dtype).__module__.startswith("ml_dtypes") or getattr(dtype, "name", "").startswith(
+        ("bfloat16", "float8", "float6", "float4"))
+
+
 def to_numpy(a) -> np.ndarray:
-    if hasattr(a, "get"):          # cupy
-        return a.get()
+    """A host numpy array from numpy, CuPy or torch. Low-precision floats (torch bf16/fp8, ml-dtypes)
+    become float32, exactly (every bf16/fp8/fp6/fp4 value is a float32 value), NaN kept."""
     if hasattr(a, "detach"):       # torch
-        return a.detach().cpu().numpy()
-    return np.asarray(a)
+        t = a.detach().cpu()
+        if t.dtype.is_floating_point and t.element_size() < 4 and str(t.dtype) != "torch.float16":
+            t = t.float()
+        return t.numpy()
+    if hasattr(a, "get"):          # cupy
+        a = a.get()
+    a = np.asarray(a)
+    if _is_low_float(a.dtype):
+        return a.astype(np.float32)
+    return a
+
+
+def _has_nan(dtype) -> bool:
+    try:
+        return bool(np.isnan(np.array(np.nan, np.float32).astype(dtype).astype(np.float32)))
+    except (TypeError, ValueError):
+        return False
 
 
 def poison(a):
-    """Fill an output (numpy or cupy) with NaN (floats) or INT_POISON (integers), in place."""
-    if a.dtype.kind == "f":
-        a.fill(np.nan)
-    elif a.dtype.kind in "iu":
+    """Fill an output with NaN (floats) or INT_POISON (integers), in place: numpy, CuPy or torch, any
+    float width (float64 down to bf16 and FP8 E4M3/E5M2). A format with no NaN (FP4 E2M1, FP6) cannot
+    hold a poison value that a real result could not also be: keep such outputs as packed bytes
+    (uint8) and poison those."""
+    if hasattr(a, "fill_"):                                    # torch
+        if a.dtype.is_floating_point:
+            a.fill_(float("nan"))
+        else:
+            a.fill_(int(np.array(INT_POISON).astype(str(a.dtype).removeprefix("torch.")))
+                    if a.dtype.itemsize >= 4 else -91)
+        return a
+    kind = a.dtype.kind
+    if kind == "f" or (_is_low_float(a.dtype) and _has_nan(a.dtype)):
+        a.fill(np.array(np.nan, np.float32).astype(a.dtype) if kind != "f" else np.nan)
+    elif kind in "iu":
         a.fill(np.array(INT_POISON).astype(a.dtype))
     else:
-        raise TypeError(f"cannot poison dtype {a.dtype}")
+        raise TypeError(f"cannot poison dtype {a.dtype}: it has no NaN; keep the output as packed uint8 bytes")
     return a
 
 

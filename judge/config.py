@@ -22,6 +22,22 @@ RECORD_DIR = ROOT / "record"
 DEFAULT_TARGET = "sm_90a"        # wgmma and setmaxnreg need the "a" target; cp.async/TMA run on it too
 CPU_TIMEOUT_S = 10.0             # a learner's Python that loops forever is a HANG after this
 GPU_TIMEOUT_S = 10.0             # per step: checks report progress between compile, cases and timing
+TOTAL_CHECK_LIMIT_S = 900.0      # no check may run longer than this, progress or not
+MAX_LEARNER_FILE_BYTES = 1 << 20  # a learner's file larger than this is refused before anything runs
+
+# What a Hopper GPU can do at most (the vendor's datasheet for the H100/H200 SXM, dense): a timed figure
+# above one of these is not a fast kernel but a wrong measurement (work skipped, output not written),
+# and the judge says WRONG. Measured ceilings are lower (record/hopper.json: device.ceilings).
+HOPPER_PEAK = {
+    "hbm_bytes_per_s": 4.8e12,   # H200 HBM3e (the H100's 3.35e12 is lower)
+    "fp32_flops": 67e12,         # non-tensor FP32
+    "tf32_flops": 495e12,
+    "bf16_flops": 989e12,        # tensor cores, dense
+    "fp8_flops": 1979e12,
+}
+# A tier's line is crossed only by more than the measured spread of the timing: a figure within the
+# spread of a line is reported as "on the line" with the lower tier, never as a coin toss.
+TIER_SPREAD_FLOOR = 0.01         # the spread used when the measured one is smaller than this
 
 
 def cache_dir() -> Path:

@@ -53,6 +53,8 @@ class Exercise:
     tiers: dict = field(default_factory=dict)
     features: list[str] = field(default_factory=list)
     order: int = 0
+    target: str = config.DEFAULT_TARGET      # what the learner's CUDA is built for (sm_90a, or sm_100a: compile-only here)
+    meta: dict = field(default_factory=dict, repr=False)   # the whole exercise.toml (cases, timing, tolerance, ...)
 
     @property
     def ext(self) -> str:
@@ -132,7 +134,8 @@ def _load(folder: Path) -> Exercise:
         difficulty=meta.get("difficulty", "medium"), needs_gpu=bool(meta.get("needs_gpu", False)),
         learner_file=meta["learner_file"], folder=folder, hints=list(meta.get("hints", [])),
         fixtures=fixtures, fixture_notes=notes, tiers=dict(meta.get("tiers", {})),
-        features=list(meta.get("features", [])), order=int(meta.get("order", 0)))
+        features=list(meta.get("features", [])), order=int(meta.get("order", 0)),
+        target=meta.get("target", config.DEFAULT_TARGET), meta=meta)
 
 
 def all_exercises() -> list[Exercise]:

@@ -10,8 +10,12 @@ Protocol of bench():
 Throughput (TFLOPS, GB/s) is computed from the median time and the work the caller
 counts (flops, or bytes that must cross device memory: each input read once, each
 output written once). Ceilings are measured in the same process by the same protocol:
-  copy_ceiling()   device-to-device copy, counting bytes read + written
-  sgemm_ceiling(n) cuBLAS FP32 GEMM (through cupy.matmul; TF32 off)
+  copy_ceiling()        device-to-device copy, counting bytes read + written
+  sgemm_ceiling(n)      cuBLAS FP32 GEMM (through cupy.matmul; TF32 off)
+  bf16_gemm_ceiling(n)  cuBLAS bf16 GEMM through torch (a @ b.T, fp32 accumulate, bf16 out)
+  fp8_gemm_ceiling(n)   cuBLAS FP8 E4M3 GEMM through torch._scaled_mm (unit scales, bf16 out)
+  ceiling(name, n)      one of the above by name (exercise.toml's [timing] ceiling)
+All data is random normal: on this GPU a matrix product on zeros runs measurably faster.
 """
 from __future__ import annotations
 
@@ -106,3 +110,40 @@ def sgemm_ceiling(n: int = 4096) -> Timing:
              rng.standard_normal((n, n), dtype=cupy.float32)) for _ in range(2)]
     out = cupy.empty((n, n), dtype=cupy.float32)
     return bench(lambda a, b: cupy.matmul(a, b, out=out), sets, reps=20, flops=2.0 * n ** 3)
+
+
+def _torch_pair(n: int, seed: int):
+    import torch
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return [(torch.randn(n, n, device="cuda", generator=g).to(torch.bfloat16),
+             torch.randn(n, n, device="cuda", generator=g).to(torch.bfloat16)) for _ in range(2)]
+
+
+@lru_cache(None)
+def bf16_gemm_ceiling(n: int = 4096) -> Timing:
+    """cuBLAS bf16 GEMM n x n x n through torch: C = A @ B^T (B stored N x K, "K-major"), bf16 out."""
+    import torch
+    sets = _torch_pair(n, 4321)
+    out = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    return bench(lambda a, b: torch.matmul(a, b.t(), out=out), sets, reps=20, flops=2.0 * n ** 3)
+
+
+@lru_cache(None)
+def fp8_gemm_ceiling(n: int = 4096) -> Timing:
+    """cuBLAS FP8 (E4M3 x E4M3, fp32 accumulate, bf16 out) through torch._scaled_mm, unit scales."""
+    import torch
+    sets = [(a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)) for a, b in _torch_pair(n, 8765)]
+    one = torch.ones((), device="cuda", dtype=torch.float32)
+    return bench(lambda a, b: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
+                 sets, reps=20, flops=2.0 * n ** 3)
+
+
+CEILINGS = {"copy": lambda n=None: copy_ceiling(), "sgemm_fp32": lambda n=4096: sgemm_ceiling(n),
+            "bf16_gemm": lambda n=4096: bf16_gemm_ceiling(n), "fp8_gemm": lambda n=4096: fp8_gemm_ceiling(n)}
+
+
+def ceiling(name: str, n: int | None = None) -> Timing:
+    """A ceiling by name (copy, sgemm_fp32, bf16_gemm, fp8_gemm), measured once per process."""
+    if name not in CEILINGS:
+        raise KeyError(f"unknown ceiling {name!r}; known: {', '.join(CEILINGS)} (or 'baseline')")
+    return CEILINGS[name](n) if n is not None else CEILINGS[name]()
