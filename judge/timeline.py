@@ -55,12 +55,14 @@ def _lanes(spans):
 
 
 def draw(schedules: Mapping[str, Schedule], *, S: int | None = None, title: str | None = None,
-         unit: str = "cycles"):
+         unit: str = "cycles", rows: tuple[str, str] = ("copy engine", "compute"),
+         occupancy_label: str = "buffers\nin use"):
     """One panel per named schedule, all on one time axis; returns a matplotlib Figure.
 
     Each panel: a "copy engine" row and a "compute" row (a bar per tile, labelled with its
     index, coloured by the buffer it uses when S is given), and beneath them the buffer
-    occupancy as a step plot, with a dashed line at S when S is given.
+    occupancy as a step plot, with a dashed line at S when S is given. `rows` and
+    `occupancy_label` rename the rows (chapter 5 draws tensor-core MMAs and their epilogue).
     """
     from matplotlib.figure import Figure          # no pyplot: nothing global, safe under Agg
     from matplotlib.ticker import MaxNLocator
@@ -89,7 +91,7 @@ def draw(schedules: Mapping[str, Schedule], *, S: int | None = None, title: str 
                 if width >= 0.025 * span:                   # label only bars wide enough to read
                     bars.text(start + width / 2, y0 + h / 2, str(k), ha="center", va="center",
                               fontsize=8 if n_lanes == 1 else 6, color="white", fontweight="bold")
-        bars.set_yticks([1, 0], ["copy engine", "compute"])
+        bars.set_yticks([1, 0], list(rows))
         bars.set_ylim(-0.6, 1.6)
         end = max((t[3] for t in sched), default=0.0)
         bars.set_title(f"{name}: last compute ends at {end:g} {unit}", fontsize=10, loc="left")
@@ -105,7 +107,7 @@ def draw(schedules: Mapping[str, Schedule], *, S: int | None = None, title: str 
                      fontsize=8, va="center", ha="left")
         top = max([n for _, n in steps] + [S or 0, 1])
         occ.set_ylim(0, top + 0.8)
-        occ.set_ylabel("buffers\nin use", fontsize=8)
+        occ.set_ylabel(occupancy_label, fontsize=8)
         occ.yaxis.set_major_locator(MaxNLocator(integer=True))
     axes[-1].set_xlabel(f"time ({unit})")
     if ends:
