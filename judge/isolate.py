@@ -1,16 +1,21 @@
 """Run a check in a child process, so a hang or a crash cannot take the caller down.
 
-The child (python -m judge.worker) imports the exercise's check.py and calls check(sub).
-It reports progress lines as it goes; the parent's watchdog restarts on each one.
+The child (python -m judge.worker) imports the exercise's check.py and calls check(sub); the
+learner's Python runs in a further process of its own (judge.sandbox). The worker reports
+progress on a private pipe that learner code does not hold; the parent's watchdog restarts on
+each report. Everything printed on stdout/stderr is "your output", never progress.
 
-  HANG   the child reported nothing for `timeout` seconds (JUDGE_TIMEOUT; default 10 s
-         for CPU exercises, 60 s for GPU ones): its whole process group gets SIGKILL,
-         so a kernel spinning on an mbarrier is stopped and the GPU is free again.
+  HANG   the child reported nothing for `timeout` seconds (JUDGE_TIMEOUT; default 10 s),
+         or one call into the learner's code took longer than that: the whole process group
+         gets SIGKILL, so a kernel spinning on an mbarrier is stopped and the GPU is free again.
   CRASH  the child died or raised a CUDA error (illegal address, launch failure, trap):
          that context is unusable, but the next child starts on a fresh one.
+
+Ctrl-C while a check runs ends the child's whole process group and raises KeyboardInterrupt.
 """
 from __future__ import annotations
 
+import collections
 import json
 import os
 import queue
@@ -23,16 +28,35 @@ import time
 from pathlib import Path
 
 from . import config
-from .grade import Result, Verdict
+from .result import Result, Verdict
 
 TOTAL_LIMIT_S = 900.0   # no check may run longer than this, progress or not
+GRACE_S = 5.0           # the worker's own limit on a learner call fires first; this is the backstop
+OUTPUT_LINES = 200      # lines of the learner's output kept (the last ones)
+LINE_CHARS = 2000       # characters kept of one output line
+
+
+def figure_dir(ex, path: Path) -> Path:
+    """Where a check draws: the learner's workspace for their own file, else a fresh temp folder.
+
+    A notebook grading the reference or a fixture never writes into workspace/.
+    """
+    from . import workspace
+    try:
+        own = Path(path).resolve() == workspace.learner_path(ex).resolve()
+    except OSError:
+        own = False
+    if own:
+        return config.workspace_dir() / ex.id / "figures"
+    return Path(tempfile.mkdtemp(prefix=f"judge-figures-{ex.id}-"))
 
 
 def run_check(ex, path: Path, *, progress=None, timeout: float | None = None) -> Result:
     """Run exercises/<id>/check.py on `path` in a child process."""
     timeout = timeout if timeout is not None else config.timeout_s(ex.needs_gpu)
-    fig_dir = config.workspace_dir() / ex.id / "figures"
-    return _run({"exercise": ex.id, "file": str(path), "figures": str(fig_dir)}, progress, timeout)
+    req = {"exercise": ex.id, "file": str(path), "figures": str(figure_dir(ex, path)),
+           "call_limit": timeout}
+    return _run(req, progress, timeout)
 
 
 def run_function(file, function: str, *, timeout: float = 10.0, progress=None, **kwargs) -> Result:
@@ -45,62 +69,105 @@ def run_function(file, function: str, *, timeout: float = 10.0, progress=None, *
     return _run(req, progress, timeout)
 
 
+def _kill(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
 def _run(req: dict, progress, timeout: float) -> Result:
     with tempfile.TemporaryDirectory(prefix="judge-") as tmp:
-        out = Path(tmp) / "result.json"
-        req = dict(req, result=str(out), figures=req.get("figures", str(Path(tmp) / "figures")))
+        req = dict(req, figures=req.get("figures", str(Path(tmp) / "figures")))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [str(config.ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
             PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
-        proc = subprocess.Popen([sys.executable, "-m", "judge.worker", json.dumps(req)],
-                                cwd=str(config.ROOT), env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        lines: "queue.Queue[str | None]" = queue.Queue()
+        chan_r, chan_w = os.pipe()
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "judge.worker", str(chan_w)],
+                                    cwd=str(config.ROOT), env=env, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    pass_fds=(chan_w,), start_new_session=True)
+        finally:
+            os.close(chan_w)
+        events: "queue.Queue[tuple[str, str | None]]" = queue.Queue()
 
-        def pump():
-            for line in proc.stdout:
-                lines.put(line.rstrip("\n"))
-            lines.put(None)
+        def pump_output():
+            while True:
+                line = proc.stdout.readline(LINE_CHARS)
+                if not line:
+                    break
+                events.put(("out", line.decode("utf-8", "replace").rstrip("\r\n")))
+            events.put(("out", None))
 
-        threading.Thread(target=pump, daemon=True).start()
-        output, last_progress = [], "starting"
-        start = deadline = time.monotonic()
-        deadline += timeout
-        hung = False
-        while True:
-            try:
-                line = lines.get(timeout=max(0.05, min(deadline, start + TOTAL_LIMIT_S) - time.monotonic()))
-            except queue.Empty:
-                hung = True
-                break
-            if line is None:
-                break
-            if line.startswith("@@progress "):
-                last_progress = line[len("@@progress "):]
-                deadline = time.monotonic() + timeout
-                if progress:
-                    progress(last_progress)
-            else:
-                output.append(line)
+        def pump_channel():
+            with os.fdopen(chan_r, "r", encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    events.put(("chan", line.rstrip("\n")))
+            events.put(("chan", None))
+
+        threading.Thread(target=pump_output, daemon=True).start()
+        threading.Thread(target=pump_channel, daemon=True).start()
+        try:
+            proc.stdin.write(json.dumps(req).encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        output: collections.deque = collections.deque(maxlen=OUTPUT_LINES)
+        n_output, last_progress, result_json = 0, "starting", None
+        limit = timeout + GRACE_S
+        start = time.monotonic()
+        deadline = start + limit
+        open_streams, hung = 2, False
+        try:
+            while open_streams:
+                wait = min(deadline, start + TOTAL_LIMIT_S) - time.monotonic()
+                try:
+                    kind, line = events.get(timeout=max(0.05, wait))
+                except queue.Empty:
+                    hung = True
+                    break
+                if line is None:
+                    open_streams -= 1
+                    continue
+                if kind == "out":
+                    output.append(line)
+                    n_output += 1
+                elif line.startswith("P "):
+                    last_progress = line[2:]
+                    deadline = time.monotonic() + limit
+                    if progress:
+                        progress(last_progress)
+                elif line == "B":
+                    deadline = time.monotonic() + limit
+                elif line.startswith("R "):
+                    result_json = line[2:]
+        except KeyboardInterrupt:
+            _kill(proc)
+            raise
         if hung:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+            _kill(proc)
             return Result(Verdict.HANG,
                           f"no progress for {timeout:.0f} s during '{last_progress}'; the process was killed",
                           details=["a loop that never ends looks like this: in Python, a condition that never "
                                    "becomes true; in a kernel, a wait on something that never comes (an "
                                    "mbarrier whose expected bytes never arrive) or a counter that stops "
-                                   "advancing"] + output[-5:])
+                                   "advancing"] + _yours(output, n_output))
         rc = proc.wait()
-        if out.exists():
-            r = Result.from_json(out.read_text())
-            if output:
-                r.details = r.details + [f"your output: {l}" for l in output[-5:]]
+        if result_json is not None:
+            r = Result.from_json(result_json)
+            r.details = r.details + _yours(output, n_output)
             return r
         tail = [l for l in output if l.strip()][-8:]
         why = next((l for l in reversed(tail) if "CUDA" in l or "Error" in l), tail[-1] if tail else "")
+        why = why or (f"killed by signal {-rc}" if rc < 0 else "it printed nothing")
         return Result(Verdict.CRASH, f"the check process died (exit {rc}) during '{last_progress}': {why}",
                       details=tail)
+
+
+def _yours(output, n: int) -> list[str]:
+    lines = [f"your output: {l}" for l in list(output)[-5:]]
+    if n > 5:
+        lines.insert(0, f"your output ({n} lines; the last 5):")
+    return lines

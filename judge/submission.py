@@ -1,47 +1,78 @@
-"""What a check.py receives: the learner's file, as the grader sees it (inside the child process).
+"""What a check.py receives: the learner's file, as the grader sees it (inside the worker process).
 
     def check(sub: Submission) -> Result:
         mod = sub.learner_module("pipeline_time", "schedule")   # WRONG with a reason if it cannot
+        mod.schedule(4, 10, 10, 1)                              # runs in the learner's own process
         sub.progress("case 3/6")                                # shown to the learner; resets the watchdog
         b = sub.build()                                         # CUDA exercises: build for the exercise's target
+
+The learner's Python never runs in the grader's process: learner_module() starts it in a process
+of its own (judge.sandbox) and returns a proxy whose functions are called there, each within the
+exercise's time limit (JUDGE_TIMEOUT). Progress goes to judge.isolate on a private channel.
 """
 from __future__ import annotations
 
 import traceback
 from pathlib import Path
 
+from . import config
 from . import exercise as _ex
 from .result import Result, Stop, Verdict
 
+_channel = None        # set by judge.worker: progress(text) and heartbeat() to judge.isolate
+
+
+def set_channel(channel) -> None:
+    global _channel
+    _channel = channel
+
 
 class Submission:
-    """A learner's file as the exercise's check.py sees it (inside the child process)."""
+    """A learner's file as the exercise's check.py sees it (inside the worker process)."""
 
-    def __init__(self, ex: _ex.Exercise, path: Path, figure_dir: Path):
+    def __init__(self, ex: _ex.Exercise, path: Path, figure_dir: Path, *, call_limit: float | None = None):
         self.exercise, self.path, self.figure_dir = ex, Path(path), Path(figure_dir)
+        self.call_limit = call_limit if call_limit is not None else config.timeout_s(False)
+        self._learner = None
 
     def progress(self, text: str) -> None:
         """Report progress (also resets the HANG watchdog): shown to the learner as it happens."""
-        print(f"@@progress {text}", flush=True)
+        if _channel is not None:
+            _channel.progress(text)
 
     def load_module(self):
-        """Import the learner's Python file as a fresh module."""
-        return _ex.import_file(self.path, f"learner_{self.exercise.id}")
+        """The learner's file, imported in its own process (the proxy of learner_module)."""
+        return self.learner_module()
 
     def learner_module(self, *names: str):
-        """Import the learner's file and check that it defines these functions; return the module.
+        """Import the learner's file in its own process and check that it defines these functions.
 
-        Stops the check with WRONG (saying what to fix) when the file does not import or lacks one.
+        Returns a proxy: mod.f(...) runs f in the learner's process (arguments pickled, plain values
+        back; the learner's exceptions raised again here with their line). Stops the check with
+        WRONG (saying what to fix) when the file does not import or lacks one of the names; a file
+        that hangs or ends its process while importing gives HANG or CRASH.
         """
+        from . import sandbox
+        if self._learner is None:
+            self._learner = sandbox.LearnerProcess(
+                self.path, call_limit=self.call_limit, label=self.exercise.learner_file,
+                on_call=_channel.heartbeat if _channel is not None else None)
         try:
-            mod = self.load_module()
+            mod = self._learner.module()
+        except SyntaxError as e:
+            raise Stop(Result(Verdict.WRONG, syntax_error(e, self.exercise.learner_file))) from None
         except Exception as e:  # noqa: BLE001 - any learner error is reported, not raised
-            raise Stop(Result(Verdict.WRONG, learner_error(e, f"importing your {self.exercise.learner_file}")))
-        missing = [n for n in names if not callable(getattr(mod, n, None))]
+            raise Stop(Result(Verdict.WRONG, learner_error(e, f"importing your {self.exercise.learner_file}"),
+                              details=_learner_tb(e))) from None
+        missing = [n for n in names if n not in dir(mod) or not callable(getattr(mod, n, None))]
         if missing:
             raise Stop(Result(Verdict.WRONG, f"{self.exercise.learner_file} defines no function "
                                              + " and no ".join(missing)))
         return mod
+
+    def close(self) -> None:
+        if self._learner is not None:
+            self._learner.close()
 
     def build(self, **kw):
         from . import build
@@ -52,12 +83,28 @@ class Submission:
         return self.figure_dir / name
 
 
+def _learner_tb(e: BaseException) -> list[str]:
+    tb = getattr(e, "learner_traceback", "")
+    return [l for l in tb.splitlines() if l.strip()][-6:] if tb else []
+
+
+def syntax_error(e: SyntaxError, file: str) -> str:
+    """'your f.py does not parse: line N: msg' with the line itself and a caret."""
+    where = getattr(e, "learner_where", "") or f"{file} line {e.lineno}"
+    line = getattr(e, "learner_line", "") or (e.text or "")
+    msg = e.msg if hasattr(e, "msg") and e.msg else str(e)
+    text = f"your {file} does not parse: {where}: {msg}"
+    return text + (f": `{line.strip()}`" if line.strip() else "")
+
+
 def learner_error(e: BaseException, what: str) -> str:
     """'what raised X: msg (file line N)' pointing at the learner's own frame."""
-    tb = traceback.extract_tb(e.__traceback__)
-    where = ""
-    for fr in reversed(tb):
-        if "judge" not in Path(fr.filename).parts and "exercises" not in Path(fr.filename).parts[-3:-1]:
-            where = f" ({Path(fr.filename).name} line {fr.lineno})"
-            break
+    where = getattr(e, "learner_where", None)
+    if where is None:
+        where = ""
+        for fr in reversed(traceback.extract_tb(e.__traceback__)):
+            if "judge" not in Path(fr.filename).parts and "exercises" not in Path(fr.filename).parts[-3:-1]:
+                where = f"{Path(fr.filename).name} line {fr.lineno}"
+                break
+    where = f" ({where})" if where else ""
     return f"{what} raised {type(e).__name__}: {e}{where}"

@@ -1,15 +1,48 @@
-"""The child side of judge.isolate: python -m judge.worker '<json request>'.
+"""The child side of judge.isolate: python -m judge.worker FD   (the request arrives on stdin).
 
-Imports exercises/<id>/check.py, calls check(sub) and writes the Result as JSON.
+Imports exercises/<id>/check.py, calls check(sub) and sends the Result as JSON on the private
+channel FD, a pipe only this process holds (the learner's code runs in a further process,
+judge.sandbox, that does not inherit it). Progress goes on the same channel:
+
+    P <text>      progress (resets judge.isolate's watchdog, shown to the learner)
+    B             a heartbeat: a call into the learner's code came back
+    R <json>      the Result
+
 A CUDA error (illegal address, launch failure, trap) becomes CRASH with the error's text.
 Not meant to be run by hand; judge.grade.check() starts it.
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 import traceback
 from pathlib import Path
+
+
+class Channel:
+    """The private pipe to judge.isolate."""
+
+    def __init__(self, fd: int):
+        self._f = os.fdopen(fd, "w", buffering=1, encoding="utf-8", errors="replace")
+        self._last_beat = 0.0
+
+    def _send(self, line: str) -> None:
+        self._f.write(line.replace("\n", " ") + "\n")
+        self._f.flush()
+
+    def progress(self, text: str) -> None:
+        self._send("P " + str(text))
+
+    def heartbeat(self) -> None:
+        now = time.monotonic()
+        if now - self._last_beat > 0.5:
+            self._last_beat = now
+            self._send("B")
+
+    def result(self, r) -> None:
+        self._send("R " + r.to_json())
 
 
 def _is_cuda_error(e: BaseException) -> bool:
@@ -17,10 +50,13 @@ def _is_cuda_error(e: BaseException) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    req = json.loads(argv[1])
-    print("@@progress loading the check", flush=True)
-    from judge import exercise
-    from judge.grade import Result, Stop, Submission, Verdict
+    chan = Channel(int(argv[1]))
+    req = json.loads(sys.stdin.read())
+    chan.progress("loading the check")
+    from judge import exercise, sandbox, submission
+    from judge.result import Result, Stop, Verdict
+    submission.set_channel(chan)
+    sub = None
     try:
         if "call" in req:          # judge.isolate.run_function: any function, isolated the same way
             call = req["call"]
@@ -30,10 +66,13 @@ def main(argv: list[str]) -> int:
                 result = Result(Verdict.PASS, "returned", measurements={"value": result})
         else:
             ex = exercise.get(req["exercise"])
-            sub = Submission(ex, Path(req["file"]), Path(req["figures"]))
+            sub = submission.Submission(ex, Path(req["file"]), Path(req["figures"]),
+                                        call_limit=req.get("call_limit"))
             result = exercise.import_file(ex.folder / "check.py", f"check_{ex.id}").check(sub)
     except Stop as s:
         result = s.result
+    except sandbox.Ended as e:              # the learner's process hung or died
+        result = e.result
     except Exception as e:  # noqa: BLE001
         if _is_cuda_error(e):
             result = Result(Verdict.CRASH, f"CUDA error: {e}",
@@ -43,7 +82,12 @@ def main(argv: list[str]) -> int:
             tb = traceback.format_exc().strip().splitlines()
             result = Result(Verdict.CRASH, f"the check stopped with {type(e).__name__}: {e}",
                             details=tb[-6:])
-    Path(req["result"]).write_text(result.to_json())
+    finally:
+        if sub is not None:
+            sub.close()
+    if not isinstance(result, Result):
+        result = Result(Verdict.CRASH, f"the check returned {type(result).__name__}, not a Result")
+    chan.result(result)
     return 0
 
 
