@@ -96,7 +96,7 @@ def spec(kernel_file, defines: dict | None = None) -> Spec:
     if name == "sgemm_tuned":
         bm, bn, bk = 64 * p["WARPS_M"], 32 * p["WARPS_N"], p["BK"]
         threads = 32 * p["WARPS_M"] * p["WARPS_N"]
-        smem = p["STAGES"] * (bm * (bk + 4) + bk * bn) * 4       # padded A rows, then B
+        smem = p["STAGES"] * (bm * (bk + p["A_PAD"]) + bk * bn) * 4   # padded A rows, then B
         return Spec(path, name, p, bm, bn, bk, threads, smem, 0)
     bm, bn, bk = p["BM"], p["BN"], p["BK"]
     threads = (bm // p["TM"]) * (bn // p["TN"])

@@ -6,7 +6,7 @@
 // Shapes: M multiple of BM (128), N multiple of BN (128), K a multiple of BK (16); the host refuses others.
 // C is written, never read (beta = 0).
 // Launch: grid (N / BN, M / BM), THREADS (256) threads, dynamic shared memory
-// STAGES * (BM * (BK + 4) + BK * BN) * 4 bytes (72 KB at 4 stages: the host must raise the
+// STAGES * (BM * (BK + A_PAD) + BK * BN) * 4 bytes (72 KB at 4 stages: the host must raise the
 // 48 KB default limit with cudaFuncAttributeMaxDynamicSharedMemorySize).
 //
 // What changes from sgemm_cp_async.cu, and why:
@@ -43,6 +43,9 @@
 #ifndef GROUP_M
 #define GROUP_M 8         // block rows walked together (L2 reuse)
 #endif
+#ifndef A_PAD
+#define A_PAD 4           // floats of padding per A row (0: unpadded, for the wavefront measurement)
+#endif
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 1      // __launch_bounds__ minimum resident blocks per SM (2 caps registers at 128)
 #endif
@@ -52,7 +55,7 @@
 #define BM (WARPS_M * WM)                      // 128
 #define BN (WARPS_N * WN)                      // 128
 #define THREADS (32 * WARPS_M * WARPS_N)       // 256
-#define LDA (BK + 4)                           // padded A row, in floats
+#define LDA (BK + A_PAD)                       // padded A row, in floats
 #define LDB BN                                 // B rows are not padded: a warp reads 4 chunks of one row
 #define A_STAGE (BM * LDA)
 #define STAGE_FLOATS (BM * LDA + BK * BN)
