@@ -14,9 +14,9 @@ SIZES = (8, 64, 256)
 
 def _why(thread, reg, got, want) -> list[str]:
     warp, lane = divmod(thread, 32)
-    out = [f"thread {thread} is lane {lane} of warp {warp}: warp {warp} owns rows {16 * warp}..{16 * warp + 15}; "
+    out = [(f"thread {thread} is lane {lane} of warp {warp}: warp {warp} owns rows {16 * warp}..{16 * warp + 15}; "
            f"lane {lane} sits in row {lane // 4} of each 8-row band and holds columns "
-           f"{2 * (lane % 4)} and {2 * (lane % 4) + 1} of each group of 8"]
+           f"{2 * (lane % 4)} and {2 * (lane % 4) + 1} of each group of 8")]
     out.append(f"d[{reg}] is in column group {reg // 4} (columns {8 * (reg // 4)}..{8 * (reg // 4) + 7}), "
                f"{'lower' if (reg // 2) % 2 else 'upper'} band (+{8 * ((reg // 2) % 2)} rows), "
                f"{'second' if reg % 2 else 'first'} column of the pair")
@@ -59,8 +59,8 @@ def check(sub) -> Result:
                 return Result(Verdict.WRONG, learner_error(e, call))
             want = ref.owner(r, c, n)
             if not isinstance(got, (tuple, list)) or tuple(got) != want:
-                details = [f"C[{r}][{c}] is held by thread {want[0]} (warp {want[0] // 32}, lane {want[0] % 32}) "
-                           f"in d[{want[1]}]"]
+                details = [(f"C[{r}][{c}] is held by thread {want[0]} (warp {want[0] // 32}, lane {want[0] % 32}) "
+                           f"in d[{want[1]}]")]
                 if isinstance(got, (tuple, list)) and len(got) == 2:
                     try:
                         back = ref.coord(int(got[0]), int(got[1]), n)
