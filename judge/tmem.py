@@ -35,6 +35,7 @@ issue order. A barrier (__syncthreads) is the step ("sync",).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 LANES = 128
@@ -356,6 +357,177 @@ def _drain(t, n_acc, ncols, warps, chunk):
         out.append(("wait", w, f"full[{b}]", lap % 2))
         out += [("ld", w, 32 * (w % 4), b * ncols + c, chunk) for c in range(0, ncols, chunk)]
         out.append(("arrive", w, f"empty[{b}]"))
+    return out
+
+
+
+# ---------------------------------------------------------------------------------- from PTX
+class Untraceable(ValueError):
+    """A value the PTX tracer cannot follow (an instruction it does not model)."""
+
+
+_INSN = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.:]*)\s*(.*?);?\s*$")
+_SPECIAL = {"%tid.y": 0, "%tid.z": 0, "%ctaid.x": 0, "%ctaid.y": 0, "%ctaid.z": 0}
+
+
+def _kernel_body(ptx: str, kernel: str) -> list[str]:
+    m = re.search(r"\.entry\s+" + re.escape(kernel) + r"\s*\(", ptx)
+    if not m:
+        raise KeyError(f"no kernel {kernel!r} in the PTX (declare it extern \"C\")")
+    body, depth, started = [], 0, False
+    for line in ptx[m.end():].splitlines():
+        code = line.split("//")[0].strip()
+        depth += code.count("{") - code.count("}")
+        if "{" in code:
+            started = True
+        if code:
+            body.append(code)
+        if started and depth == 0:
+            break
+    return body
+
+
+class _Tracer:
+    """Evaluates a register at one PTX line for one thread: the latest definition above the use
+    (loop-carried updates are ignored: the first trip), %tid.x = the thread, shared and parameter
+    loads = 0 (the TMEM base address is taken as lane 0, column 0)."""
+
+    def __init__(self, lines: list[str], threads: int):
+        self.lines, self.threads = lines, threads
+        self.defs: dict[str, list[int]] = {}
+        for i, l in enumerate(lines):
+            m = _INSN.match(l)
+            if m and not m.group(1).startswith(("st.", "tcgen05.", "mbarrier.", "bar", "bra", "@")):
+                dst = m.group(2).split(",")[0].strip()
+                if dst.startswith("%"):
+                    self.defs.setdefault(dst, []).append(i)
+
+    def value(self, operand: str, at: int, tid: int, depth: int = 0) -> int:
+        operand = operand.strip()
+        if depth > 60:
+            raise Untraceable(f"{operand}: too deep")
+        if re.fullmatch(r"-?(0[xX][0-9a-fA-F]+|\d+)", operand):
+            return int(operand, 0) & 0xFFFFFFFFFFFFFFFF
+        if operand in ("%tid.x",):
+            return tid
+        if operand == "%ntid.x":
+            return self.threads
+        if operand == "%laneid":
+            return tid % 32
+        if operand in _SPECIAL:
+            return _SPECIAL[operand]
+        if not operand.startswith("%"):
+            return 0                                    # a symbol (shared variable address)
+        before = [i for i in self.defs.get(operand, []) if i < at]
+        if not before:
+            raise Untraceable(f"{operand} has no definition above line {at}")
+        i = before[-1]
+        op, args = _INSN.match(self.lines[i]).groups()
+        ops = [a.strip() for a in args.split(",")][1:]
+        v = lambda k: self.value(ops[k], i, tid, depth + 1)  # noqa: E731
+        base = op.split(".")[0]
+        if base in ("ld", "ldu") or op.startswith("cvta"):
+            return 0 if base in ("ld", "ldu") else v(0)
+        if base in ("mov", "cvt"):
+            return v(0)
+        table = {"add": lambda: v(0) + v(1), "sub": lambda: v(0) - v(1), "shl": lambda: v(0) << v(1),
+                 "shr": lambda: v(0) >> v(1), "and": lambda: v(0) & v(1), "or": lambda: v(0) | v(1),
+                 "xor": lambda: v(0) ^ v(1), "mul": lambda: v(0) * v(1), "mad": lambda: v(0) * v(1) + v(2),
+                 "div": lambda: v(0) // v(1), "rem": lambda: v(0) % v(1), "min": lambda: min(v(0), v(1)),
+                 "max": lambda: max(v(0), v(1))}
+        if base in table:
+            return table[base]() & 0xFFFFFFFFFFFFFFFF
+        raise Untraceable(f"line {i}: {self.lines[i]!r} ({op} is not modelled)")
+
+
+def protocol_from_ptx(ptx: str, kernel: str, *, threads: int = 128) -> list[tuple]:
+    """The tcgen05 protocol of a kernel, read from its PTX in textual order, as replay() steps.
+
+    Each tcgen05.alloc / relinquish / mma / commit / dealloc is one step of warp 0 (the column
+    counts and the MMA's N are traced from their operands); each mbarrier wait is a wait of
+    every warp, with the parity of its turn (parity is not what this checks); each tcgen05.ld is one
+    step per warp, with the lane traced from the address that warp's first thread computes. Loops
+    count once, so the steps are the first trip through the kernel; ends with ("sync",) and ("exit",).
+    """
+    lines = _kernel_body(ptx, kernel)
+    tr = _Tracer(lines, threads)
+    warps = max(1, threads // 32)
+    steps: list[tuple] = []
+    n_wait: dict[str, int] = {}
+    alloc_cols = None
+    for i, l in enumerate(lines):
+        m = _INSN.match(l)
+        if not m:
+            continue
+        op, args = m.groups()
+        ops = [a.strip().strip("[]{} ") for a in re.split(r",(?![^{]*\})", args)]
+        if op.startswith("tcgen05.alloc"):
+            alloc_cols = tr.value(ops[1], i, 0)
+            steps.append(("alloc", 0, alloc_cols))
+        elif op.startswith("tcgen05.relinquish_alloc_permit"):
+            steps.append(("relinquish", 0))
+        elif op.startswith("tcgen05.mma"):
+            col = tr.value(ops[0], i, 0) & 0xFFFF
+            try:
+                n = ((tr.value(ops[3], i, 0) >> 17) & 0x3F) << 3
+            except Untraceable:
+                n = alloc_cols or 32
+            steps.append(("mma", 0, col, n))
+        elif op.startswith("tcgen05.commit"):
+            steps.append(("commit", 0, ops[0]))
+        elif op.startswith("mbarrier.try_wait") or op.startswith("mbarrier.test_wait"):
+            bar = ops[1]
+            bar = re.sub(r"\s+", "", bar)
+            for w in range(warps):
+                k = n_wait.get((w, bar), 0)
+                n_wait[(w, bar)] = k + 1
+                steps.append(("wait", w, bar, k % 2))
+        elif op.startswith("tcgen05.ld"):
+            shape = re.search(r"\.(\d+)x(\d+)b\.x(\d+)", op)
+            reps = int(shape.group(3)) if shape else 1
+            addr = ops[-1]
+            for w in range(warps):
+                a = tr.value(addr, i, 32 * w)
+                steps.append(("ld", w, (a >> 16) & 0xFFFF, a & 0xFFFF, reps))
+        elif op.startswith("tcgen05.st"):
+            shape = re.search(r"\.x(\d+)", op)
+            for w in range(warps):
+                a = tr.value(ops[0], i, 32 * w)
+                steps.append(("st", w, (a >> 16) & 0xFFFF, a & 0xFFFF, int(shape.group(1)) if shape else 1))
+        elif op.startswith("tcgen05.dealloc"):
+            steps.append(("sync",))
+            steps.append(("dealloc", 0, tr.value(ops[0], i, 0) & 0xFFFF, tr.value(ops[1], i, 0)))
+    # the commit's barrier operand is a register holding the barrier's address: name it by symbol
+    steps.append(("exit",))
+    return _name_barriers(steps, tr, lines)
+
+
+def _name_barriers(steps, tr, lines):
+    """Commit and wait name their barrier through different registers: resolve both to the symbol."""
+    def symbol(reg):
+        if not reg.startswith("%"):
+            return reg
+        for i in reversed(tr.defs.get(reg, [])):
+            m = _INSN.match(lines[i])
+            src = m.group(2).split(",")[-1].strip()
+            if m.group(1).startswith("mov") and not src.startswith("%"):
+                return src
+            if src.startswith("%"):
+                return symbol(src)
+        return reg
+    def pretty(reg):                        # _ZZ12tcgen05_gemmE8mma_done -> mma_done
+        sym = symbol(reg)
+        m = re.match(r"^_ZZ\d+\w*?E(\d+)(\w+)$", sym)
+        return m.group(2)[:int(m.group(1))] if m else sym
+
+    out = []
+    for st in steps:
+        if st[0] == "commit":
+            out.append(("commit", st[1], pretty(st[2])))
+        elif st[0] == "wait":
+            out.append(("wait", st[1], pretty(st[2]), st[3]))
+        else:
+            out.append(st)
     return out
 
 
