@@ -313,3 +313,179 @@ if __name__ == "__main__":
         for f in files:
             for c in check(f):
                 print(("ok   " if c.ok else "FAIL ") + (c.message or f"{c.case}: rel err {c.rel_err:.2e}"))
+
+
+# ============================================================================= baselines and the tuned kernel
+# Three more kernel files, same host protocol:
+#   sgemm_regbuf.cu            register double-buffering: the honest synchronous baseline
+#   handbook_gemm_cp_async.cu  the handbook's design (alpha/beta epilogue), for the comparison table
+#   sgemm_tuned2.cu            A K-major in shared memory, 4x4 quadrants, double-buffered fragments
+# spec() and Launcher are extended below for these names; the original kernels behave as before.
+MORE_KERNEL_FILES = ("sgemm_regbuf.cu", "handbook_gemm_cp_async.cu", "sgemm_tuned2.cu")
+
+_spec_chapter = spec
+
+
+def spec(kernel_file, defines: dict | None = None) -> Spec:   # noqa: F811 - extends the one above
+    """How to launch one kernel file with given defines (every chapter-1 SGEMM file)."""
+    path = _path(kernel_file)
+    name = path.stem
+    if name not in ("sgemm_regbuf", "handbook_gemm_cp_async", "sgemm_tuned2"):
+        return _spec_chapter(kernel_file, defines)
+    p = defaults(path)
+    p.update({k: int(v) for k, v in (defines or {}).items()})
+    if name == "sgemm_regbuf":
+        bm, bn, bk = p["BM"], p["BN"], p["BK"]
+        return Spec(path, name, p, bm, bn, bk, (bm // p["TM"]) * (bn // p["TN"]), 0, 2 * (bm * bk + bk * bn) * 4)
+    if name == "handbook_gemm_cp_async":
+        return Spec(path, name, p, 128, 128, 8, 256, 0, p["STAGES"] * (128 * 8 + 8 * 128) * 4)
+    bk, bn = p["BK"], 64 * p["NQ"]          # BN = 128 with 8x8 outputs per thread, 256 with 8x16
+    return Spec(path, name, p, 128, bn, bk, 256, p["STAGES"] * bk * (128 + 4 + bn) * 4, 0)
+
+
+_Launcher_chapter = Launcher
+
+
+class Launcher(_Launcher_chapter):   # noqa: F811 - adds the alpha/beta signature of the handbook kernel
+    """As above; handbook_gemm_cp_async.cu takes (M, N, K, alpha, A, B, beta, C):
+    launcher(A, B, C, alpha=1.0, beta=0.0). With beta == 0 C is not read (BLAS semantics)."""
+
+    def __call__(self, A, B, C, alpha: float = 1.0, beta: float = 0.0):
+        if self.spec.name != "handbook_gemm_cp_async":
+            return super().__call__(A, B, C)
+        M, K = A.shape
+        N = B.shape[1]
+        if B.shape[0] != K or C.shape != (M, N):
+            raise ValueError(f"shapes do not chain: A {A.shape}, B {B.shape}, C {C.shape}")
+        self.spec.refuse(M, N, K)
+        self.kernel(self.spec.grid(M, N), (self.spec.threads,),
+                    (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), A, B, np.float32(beta), C))
+
+
+def check_epilogue(shapes=((256, 384, 64), (384, 128, 264)), seeds=(0, 1)) -> list[compare.Comparison]:
+    """handbook_gemm_cp_async.cu's alpha/beta epilogue against float64, for each shape and seed:
+    beta = 0 with C poisoned with NaN (C must not be read), and alpha = -1.5, beta = 0.75 with a
+    random C (C is read once and scaled). Returns the Comparisons (check .ok)."""
+    import cupy
+    launch = Launcher("handbook_gemm_cp_async.cu")
+    out = []
+    for (M, N, K) in shapes:
+        for seed in seeds:
+            A, B = random_inputs(M, N, K, seed)
+            AB = cupy.matmul(A.astype(cupy.float64), B.astype(cupy.float64))
+            C = compare.poison(cupy.empty((M, N), dtype=cupy.float32))
+            launch(A, B, C, 2.0, 0.0)
+            cupy.cuda.get_current_stream().synchronize()
+            out.append(compare.compare(C, 2.0 * AB, case=f"handbook {M}x{N}x{K} seed {seed}, alpha 2, beta 0, "
+                                       f"C poisoned", **tolerances(K)))
+            C0 = (cupy.random.default_rng(seed + 77).random((M, N), dtype=cupy.float64) * 2 - 1).astype(cupy.float32)
+            C = C0.copy()
+            launch(A, B, C, -1.5, 0.75)
+            cupy.cuda.get_current_stream().synchronize()
+            out.append(compare.compare(C, -1.5 * AB + 0.75 * C0.astype(cupy.float64),
+                                       case=f"handbook {M}x{N}x{K} seed {seed}, alpha -1.5, beta 0.75",
+                                       **tolerances(K)))
+    return out
+
+
+#: the kernels of the comparison table: (label, file, defines)
+BASELINES = [
+    ("synchronous loads (single buffer)", "sgemm_sync.cu", None),
+    ("register double-buffering", "sgemm_regbuf.cu", None),
+    ("cp.async, 3 stages (chapter)", "sgemm_cp_async.cu", {"STAGES": 3}),
+    ("handbook's design: cp.async, 3 stages, alpha/beta", "handbook_gemm_cp_async.cu", None),
+    ("tuned cp.async (BK 32, 3 stages)", "sgemm_tuned.cu", {"BK": 32, "STAGES": 3}),
+    ("tuned2: A K-major, fragments double-buffered", "sgemm_tuned2.cu", None),
+]
+
+
+#: shapes every kernel above handles (M, N multiples of 128 and 256, K of 8, 16 and 32), short K included
+CHECK_SHAPES = ((256, 512, 96), (384, 768, 1056))
+
+
+def baselines_table(sizes=(4096, 8192), kernels=None, reps: int | None = None) -> list[dict]:
+    """Check, then time, each kernel of BASELINES (or `kernels`, same form) at each n in sizes,
+    with cuBLAS FP32 (timing.sgemm_ceiling) measured in the same process. GPU only.
+
+    Every kernel is first checked against float64 (check() on CHECK_SHAPES, two seeds, fresh
+    random inputs, C poisoned with NaN) and a failure raises AssertionError before anything is timed.
+    Returns rows for judge.show.table: {"kernel", "file", "n", "TFLOPS", "of cuBLAS", "ms",
+    "spread", "registers"}, one per kernel and size, then the cuBLAS row of each size.
+    """
+    kernels = BASELINES if kernels is None else kernels
+    for label, f, d in kernels:
+        bad = [c.message for c in check(f, CHECK_SHAPES, defines=d) if not c.ok]
+        if bad:
+            raise AssertionError(f"{label} ({f}) is wrong: " + "; ".join(bad))
+    rows = []
+    for n in sizes:
+        ceiling = timing.sgemm_ceiling(n)
+        for label, f, d in kernels:
+            t = bench(f, n, defines=d, reps=reps)
+            rows.append({"kernel": label, "file": f, "n": n, "TFLOPS": t.tflops, "of cuBLAS": t.tflops / ceiling.tflops,
+                         "ms": t.median_ms, "spread": t.spread,
+                         "registers": compiled(f, d).resources[spec(f, d).name]["registers"]})
+        rows.append({"kernel": "cuBLAS FP32", "file": "", "n": n, "TFLOPS": ceiling.tflops, "of cuBLAS": 1.0,
+                     "ms": ceiling.median_ms, "spread": ceiling.spread, "registers": None})
+    return rows
+
+
+def tuned2_sweep(configs, n: int = 4096, reps: int | None = None) -> list[dict]:
+    """sgemm_tuned2.cu under each dict of defines in `configs` (e.g. [{"BK": 16, "STAGES": 3},
+    {"NQ": 4, "MIN_BLOCKS": 1}]): checked against float64 (CHECK_SHAPES), then timed at n^3 against
+    cuBLAS from the same process. Rows: {"defines", "n", "TFLOPS", "of cuBLAS", "spread",
+    "registers", "blocks/SM"} (blocks/SM from ptxas and the H200's limits, see occupancy())."""
+    ceiling = timing.sgemm_ceiling(n)
+    rows = []
+    for d in configs:
+        bad = [c.message for c in check("sgemm_tuned2.cu", CHECK_SHAPES, defines=d) if not c.ok]
+        if bad:
+            raise AssertionError(f"sgemm_tuned2 {d} is wrong: " + "; ".join(bad))
+        t = bench("sgemm_tuned2.cu", n, defines=d, reps=reps)
+        occ = occupancy("sgemm_tuned2.cu", d)
+        rows.append({"defines": ", ".join(f"{k}={v}" for k, v in d.items()) or "defaults", "n": n,
+                     "TFLOPS": t.tflops, "of cuBLAS": t.tflops / ceiling.tflops, "spread": t.spread,
+                     "registers": occ["registers"], "blocks/SM": occ["blocks_per_sm"]})
+    return rows
+
+
+_BRA = re.compile(r"\bBRA\b.*?(\.L_x_\d+)")
+_LABEL = re.compile(r"^\s*(\.L_x_\d+):")
+_INSN = re.compile(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)(\S*)")
+
+
+def _main_loop(sass_text: str) -> list[str]:
+    """The SASS instructions of the loop with the most FFMA (a backward branch and its target)."""
+    lines = sass_text.splitlines()
+    labels = {m.group(1): i for i, l in enumerate(lines) if (m := _LABEL.match(l))}
+    best = []
+    for i, l in enumerate(lines):
+        m = _BRA.search(l)
+        if m and m.group(1) in labels and labels[m.group(1)] < i:
+            body = [x for x in lines[labels[m.group(1)]:i + 1] if _INSN.search(x)]
+            if sum(" FFMA " in x for x in body) > sum(" FFMA " in x for x in best):
+                best = body
+    return best
+
+
+def sass_mix(kernel_file, defines: dict | None = None) -> dict:
+    """What the compiler made of a kernel's main loop (works without a GPU): instruction counts
+    in the loop with the most FFMA, the FFMA share of all its instructions (the ceiling on the
+    fraction of issue slots doing math), LDS per FFMA and the bytes of shared memory read per FFMA.
+    Returns {"kernel", "registers", "loop instructions", "FFMA", "LDS", "LDGSTS", "LDG", "STS",
+    "BAR", "FFMA share", "LDS per FFMA", "shared bytes per FFMA"}."""
+    s = spec(kernel_file, defines)
+    b = compiled(kernel_file, defines)
+    body = _main_loop(b.sass_of(s.name))
+    ops = [m.group(1) + m.group(2) for x in body if (m := _INSN.search(x))]
+
+    def count(prefix):
+        return sum(1 for o in ops if o == prefix or o.startswith(prefix + "."))
+    ffma, lds = count("FFMA"), count("LDS")
+    lds_bytes = sum(16 if ".128" in o else 8 if ".64" in o else 4 for o in ops if o.split(".")[0] == "LDS")
+    return {"kernel": f"{s.name}{_fmt_defines(defines)}", "registers": b.resources[s.name]["registers"],
+            "loop instructions": len(ops), "FFMA": ffma, "LDS": lds, "LDGSTS": count("LDGSTS"),
+            "LDG": count("LDG"), "STS": count("STS"), "BAR": count("BAR"),
+            "FFMA share": ffma / len(ops) if ops else float("nan"),
+            "LDS per FFMA": lds / ffma if ffma else float("nan"),
+            "shared bytes per FFMA": lds_bytes / ffma if ffma else float("nan")}

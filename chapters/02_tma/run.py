@@ -413,3 +413,100 @@ def chunk_table(table: dict) -> list[list[int]]:
     where = {v: i for i, v in enumerate(table["placed"])}      # element -> shared-memory word
     return [[(where[r * words_per_row + c * 4] % words_per_row) // 4 for c in range(words_per_row // 4)]
             for r in range(8)]
+
+
+# ------------------------------------------------------------------ closing the gap to the device copy
+#: (name, defines of tma_copy_fast.cu, floats per row of the view the map describes, blocks per SM)
+FAST_CONFIGS = [
+    ("64x32 box (8 KB), 4 stages, 4 blocks/SM", dict(BOX_W=64, BOX_H=32, STAGES=4, STORE_LAG=1), 8192, 4),
+    ("256x32 box (32 KB, contiguous), 4 stages, 1 block/SM", dict(BOX_W=256, BOX_H=32, STAGES=4, STORE_LAG=1), 256, 1),
+    ("256x32 box (32 KB, contiguous), 6 stages, lag 3, 1 block/SM", dict(BOX_W=256, BOX_H=32, STAGES=6, STORE_LAG=3), 256, 1),
+    ("256x16 box (16 KB, contiguous), 6 stages, lag 2, 2 blocks/SM", dict(BOX_W=256, BOX_H=16, STAGES=6, STORE_LAG=2), 256, 2),
+    ("256x8 box (8 KB, contiguous), 8 stages, lag 4, 3 blocks/SM", dict(BOX_W=256, BOX_H=8, STAGES=8, STORE_LAG=4), 256, 3),
+    ("256x32 box (32 KB, 32 rows of 1 KB), 4 stages, 1 block/SM", dict(BOX_W=256, BOX_H=32, STAGES=4, STORE_LAG=1), 8192, 1),
+    ("256x64 box (64 KB, contiguous), 3 stages, lag 2, 1 block/SM", dict(BOX_W=256, BOX_H=64, STAGES=3, STORE_LAG=2), 256, 1),
+]
+
+
+def copy_fast(configs=None, nbytes: int = 1 << 30, reps: int = 20) -> list[dict]:
+    """Time chapters/02_tma/tma_copy_fast.cu in several shapes against the device copy of the SAME
+    size and the 2 GiB ceiling (timing.copy_ceiling), all in this process.
+
+    configs: a list like FAST_CONFIGS, (name, defines, view_cols, blocks_per_sm); the map describes
+    the nbytes float32 buffer as rows of view_cols floats (256: one box row is one 1 KB row, so a
+    256 x H box is H KB of contiguous memory). Each kernel is first checked once on fresh random
+    data into a NaN-poisoned output (bit-exact), then timed with judge.timing.bench.
+    Returns rows for judge.show.table: {"copy", "GB/s", "x same-size device copy",
+    "x device copy (2 GiB)", "ms", "spread", "wrong elements"}; the device copy is the last row.
+    """
+    cp = _cp()
+    configs = FAST_CONFIGS if configs is None else configs
+    n = nbytes // 4
+    gen = cp.random.default_rng(int(_rng(None).integers(1 << 31)))
+    srcs = [gen.random(n, dtype=cp.float32) for _ in range(2)]
+    dst = cp.empty(n, dtype=cp.float32)
+    ceiling = timing.copy_ceiling()
+    dev = timing.bench(lambda s: cp.copyto(dst, s), [(s,) for s in srcs], reps=reps, bytes=2 * nbytes)
+    sms = gpu.info().sms
+    rows = []
+    for name, defines, view_cols, per_sm in configs:
+        bw, bh, stages = defines["BOX_W"], defines["BOX_H"], defines["STAGES"]
+        view_rows = n // view_cols
+        if n % view_cols or view_cols % bw or view_rows % bh:
+            raise ValueError(f"{name}: {nbytes} bytes do not split into whole {bw}x{bh} boxes of a "
+                             f"{view_rows}x{view_cols} view")
+        b = build("tma_copy_fast", **defines)
+        k = b.kernel("tma_copy_fast")
+        smem = stages * bw * bh * 4
+        k.max_dynamic_shared_size_bytes = smem        # above 48 KB a launch must opt in
+        tiles_x = view_cols // bw
+        tiles = tiles_x * (view_rows // bh)
+        grid = min(tiles, per_sm * sms)
+        dmap = tma.tensor_map(dst.reshape(view_rows, view_cols), box=(bw, bh), l2_promotion="256B").as_kernel_arg()
+        smaps = {s.data.ptr: tma.tensor_map(s.reshape(view_rows, view_cols), box=(bw, bh),
+                                            l2_promotion="256B").as_kernel_arg() for s in srcs}
+
+        def launch(s, k=k, grid=grid, smem=smem, dmap=dmap, tiles_x=tiles_x, tiles=tiles):
+            k((grid,), (64,), (smaps[s.data.ptr], dmap, np.int32(tiles_x), np.int32(tiles)), shared_mem=smem)
+
+        _cmp.poison(dst)
+        launch(srcs[1])
+        _sync()
+        bad = int(cp.count_nonzero(dst.view(cp.uint32) != srcs[1].view(cp.uint32)))
+        t = timing.bench(launch, [(s,) for s in srcs], reps=reps, bytes=2 * nbytes)
+        rows.append({"copy": name, "GB/s": t.gbps, "x same-size device copy": t.gbps / dev.gbps,
+                     "x device copy (2 GiB)": t.gbps / ceiling.gbps, "ms": t.median_ms, "spread": t.spread,
+                     "wrong elements": bad})
+    rows.append({"copy": f"device-to-device copy ({nbytes >> 20} MiB)", "GB/s": dev.gbps, "x same-size device copy": 1.0,
+                 "x device copy (2 GiB)": dev.gbps / ceiling.gbps, "ms": dev.median_ms, "spread": dev.spread,
+                 "wrong elements": 0})
+    return rows
+
+
+# ------------------------------------------------------------------ a planned descriptor (judge/tma_plan.py)
+def plan_probe(seed=None) -> dict:
+    """The TIRx page's case on the GPU: an 8x256 float16 tile, 128-byte swizzle. judge.tma_plan
+    plans the map (rank 3, dims (64, 8, 4), one copy); tma_plan_probe.cu issues that one copy and
+    writes shared memory back twice: raw, and un-swizzled into row-major order.
+    Returns {"plan": str, "copies": int, "raw_mismatches": bytes differing from the model
+    (judge.tma_plan.expected_smem), "tile_mismatches": halves differing from the input, "ok": bool}.
+    """
+    from judge import tma_plan
+    cp = _cp()
+    host = _rng(seed).standard_normal((8, 256)).astype(np.float16)
+    a = cp.asarray(host)
+    p = tma_plan.plan((8, 256), "float16", (8, 256), swizzle="128B")
+    if not p:
+        raise AssertionError(f"the planner refused the page's case: {p}")
+    raw = _cmp.poison(cp.empty(p.smem_bytes // 4, dtype=cp.float32))
+    tile = _cmp.poison(cp.empty((8, 256), dtype=cp.float16))
+    b = build("tma_plan_probe", ROWS=8, ATOMS=4)
+    b.kernel("tma_plan_probe")((1,), (128,), (p.tensor_map(a).as_kernel_arg(), raw, tile))
+    _sync()
+    want = tma_plan.expected_smem(p, host)
+    got_raw = raw.get().view(np.uint8)
+    got_tile = tile.get()
+    raw_bad = int(np.count_nonzero(got_raw != want))
+    tile_bad = int(np.count_nonzero(got_tile.view(np.uint16) != host.view(np.uint16)))
+    return {"plan": str(p), "copies": p.n_copies, "raw_mismatches": raw_bad, "tile_mismatches": tile_bad,
+            "ok": raw_bad == 0 and tile_bad == 0}
