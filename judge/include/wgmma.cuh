@@ -1,0 +1,224 @@
+// wgmma.cuh - the course's warpgroup-MMA helpers for sm_90a: shared-memory matrix descriptors,
+// wgmma.mma_async wrappers (bf16 in, fp32 accumulate), register reallocation, the mbarrier and
+// cluster operations Chapter 4's GEMM ladder adds to tma.cuh, and a bf16 pack for epilogues.
+// Use: #include "wgmma.cuh" in a .cu file built with judge.build.compile(..., target="sm_90a");
+// it includes tma.cuh. Inline PTX only (no <cuda.h>, no CCCL), so NVRTC from pip wheels suffices.
+#pragma once
+#include "tma.cuh"
+
+namespace wg {
+
+// ---------------------------------------------------------------------------------- descriptors
+// A wgmma operand in shared memory is named by a 64-bit descriptor, not a pointer:
+//   bits  0-13  start address >> 4            (byte address in the CTA's shared window)
+//   bits 16-29  leading byte offset >> 4      (unused for a swizzled K-major operand: set 1)
+//   bits 32-45  stride byte offset >> 4       (from one 8-row group of the tile to the next)
+//   bits 49-51  base offset                   (0: the tile starts on the swizzle's 1024-byte repeat)
+//   bits 62-63  layout: 1 = 128B swizzle, 2 = 64B, 3 = 32B, 0 = none
+// The course's tiles are what a TMA box of (64 bf16 = 128 bytes) x rows with the 128B swizzle
+// leaves in shared memory: each row is 128 bytes, 8 rows make a 1024-byte swizzle atom, so the
+// stride byte offset is 1024. RULE: the TMA swizzle and the descriptor's layout must be the same
+// (128B and 1), and the tile must start 1024-byte aligned, or wgmma reads the wrong elements.
+// The k-th 16-element slice of a 64-element row starts 32 bytes later: add 2 (32 >> 4) to the
+// descriptor per k-step. The hardware applies the swizzle to the address bits themselves, so the
+// shifted start still lands on the right chunks.
+__device__ __forceinline__ unsigned long long desc_sw128(const void* tile) {
+  unsigned long long addr = tma::smem(tile);
+  return ((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
+}
+
+// ---------------------------------------------------------------------------------- ordering
+// RULE: wgmma reads its accumulator registers asynchronously. wgmma.fence orders every earlier
+// register write (zeroing the accumulators, an epilogue that read them) and shared-memory access
+// of this warpgroup before the next wgmma. Needed before the first wgmma of a batch.
+__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+
+// Close the batch of wgmma issued since the last commit into one group.
+__device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+
+// Wait until at most N committed groups are still running. After wait<0>() the accumulators may
+// be read and the shared-memory tiles the groups read may be overwritten (released to the producer).
+template <int N>
+__device__ __forceinline__ void wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+
+// ---------------------------------------------------------------------------------- registers
+// setmaxnreg moves registers between the warpgroups of a block at run time: a producer that only
+// issues TMA copies gives most of its registers back, consumers holding 64xN fp32 accumulators
+// take them. RULES: every thread of the warpgroup executes it (.sync.aligned); the count is a
+// multiple of 8 in 24..256; ptxas honours it only when the kernel promises one block per SM,
+// __launch_bounds__(threads, 1), else it drops it with info C7508 "setmaxnreg ignored".
+template <int REGS>
+__device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(REGS)); }
+template <int REGS>
+__device__ __forceinline__ void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(REGS)); }
+
+// ---------------------------------------------------------------------------------- barriers
+// Named barrier `id` (1..15; 0 is __syncthreads) among `count` threads: one warpgroup meets
+// without stopping the others.
+__device__ __forceinline__ void named_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(count) : "memory");
+}
+
+// The arrive-and-wait-on-a-token style of cuda::barrier, done by hand: every waiting thread
+// ARRIVES (so the barrier counts all of them) and waits for the phase its arrival belongs to.
+// Simple, but each phase then needs one arrival per thread: 256 arrivals where one would do.
+__device__ __forceinline__ unsigned long long arrive_token(unsigned long long* bar) {
+  unsigned long long token;
+  asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];" : "=l"(token) : "r"(tma::smem(bar)) : "memory");
+  return token;
+}
+__device__ __forceinline__ void wait_token(unsigned long long* bar, unsigned long long token) {
+  unsigned done = 0;
+  while (!done) {
+    asm volatile("{\n\t.reg .pred p;\n\t"
+                 "mbarrier.try_wait.shared::cta.b64 p, [%1], %2;\n\t"
+                 "selp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(done) : "r"(tma::smem(bar)), "l"(token) : "memory");
+  }
+}
+
+// ---------------------------------------------------------------------------------- clusters
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// Every thread of every block of the cluster arrives, then waits: barrier inits become visible
+// to the peer block before it multicasts into them, and no block exits while a peer still
+// writes into its shared memory or arrives on its barriers.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// RULE: a barrier that blocks of the cluster (or their multicast copies) will signal must be
+// initialized, then this fence, then a cluster-wide barrier, before any of them touches it.
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+// Arrive on the barrier at the same shared-memory offset in block `cta` of the cluster.
+__device__ __forceinline__ void arrive_cluster(unsigned long long* bar, unsigned cta) {
+  asm volatile("{\n\t.reg .b32 remote;\n\t"
+               "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
+               "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n\t}"
+               :: "r"(tma::smem(bar)), "r"(cta) : "memory");
+}
+// One TMA box delivered to the same offset in every block of `mask` (bit i = cluster rank i);
+// each destination's barrier at `bar`'s offset receives the bytes as complete_tx.
+__device__ __forceinline__ void load_2d_multicast(void* dst, const TensorMap* map, int x, int y,
+                                                  unsigned long long* bar, unsigned short mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;"
+               :: "r"(tma::smem(dst)), "l"(tma::gmap(map)), "r"(x), "r"(y), "r"(tma::smem(bar)),
+                  "h"(mask) : "memory");
+}
+
+// ---------------------------------------------------------------------------------- misc
+// Two fp32 -> one 32-bit word of two bf16 (round to nearest even); `lo` is the lower address.
+__device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+// A 32-bit store to shared memory (STS), for epilogues that stage a tile for a TMA store: the
+// compiler cannot always tell a dynamic-shared pointer from a global one and would emit a slower
+// generic store (ST.E).
+__device__ __forceinline__ void st_shared(void* p, unsigned v) {
+  asm volatile("st.shared.u32 [%0], %1;" :: "r"(tma::smem(p)), "r"(v) : "memory");
+}
+// Nanoseconds of the global timer (advances in 32 ns steps on an H200).
+__device__ __forceinline__ unsigned long long globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Store a 64 x (2R) fp32 accumulator fragment as bf16 into row-major C (M x N, N even), rows
+// from row0 and columns from col0; rows and columns past the matrix are skipped.
+template <int R>
+__device__ __forceinline__ void store_fragment_bf16(const float (&d)[R], unsigned short* C, int M, int N,
+                                                    int row0, int col0) {
+  const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
+  const int r = row0 + 16 * w + l / 4;
+#pragma unroll
+  for (int j = 0; j < R / 4; ++j) {
+    const int c = col0 + 8 * j + 2 * (l % 4);
+    if (c < N) {                         // N is even: c < N means c + 1 < N
+      if (r < M) *reinterpret_cast<unsigned*>(C + (size_t)r * N + c) = pack_bf16x2(d[4 * j], d[4 * j + 1]);
+      if (r + 8 < M) *reinterpret_cast<unsigned*>(C + (size_t)(r + 8) * N + c) = pack_bf16x2(d[4 * j + 2], d[4 * j + 3]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------- wgmma
+// Accumulator fragment of m64nN (fp32): thread t of the warpgroup (warp w = t / 32, lane l)
+// holds d[i] at row 16*w + l/4 + 8*((i/2) % 2), column 8*(i/4) + 2*(l % 4) + i % 2.
+// The wrappers below are written out (one per N): wgmma names every accumulator register.
+// D(64x64, fp32, registers) += A(64x16, shared) * B(64x16, shared)^T, both K-major bf16.
+// scale_d = 0 ignores D's old value (D = A*B), 1 accumulates. 32 accumulator registers per thread.
+__device__ __forceinline__ void mma_m64n64k16(float (&d)[32], unsigned long long desc_a,
+                                              unsigned long long desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+// D(64x128, fp32, registers) += A(64x16, shared) * B(128x16, shared)^T, both K-major bf16.
+// scale_d = 0 ignores D's old value (D = A*B), 1 accumulates. 64 accumulator registers per thread.
+__device__ __forceinline__ void mma_m64n128k16(float (&d)[64], unsigned long long desc_a,
+                                              unsigned long long desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+// D(64x256, fp32, registers) += A(64x16, shared) * B(256x16, shared)^T, both K-major bf16.
+// scale_d = 0 ignores D's old value (D = A*B), 1 accumulates. 128 accumulator registers per thread.
+__device__ __forceinline__ void mma_m64n256k16(float (&d)[128], unsigned long long desc_a,
+                                              unsigned long long desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+      "%128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+// The same three, chosen by the accumulator's size (32, 64 or 128 registers: N = 64, 128, 256),
+// so a kernel with a compile-time tile width calls wg::mma_k16(acc, ...) whatever N is.
+__device__ __forceinline__ void mma_k16(float (&d)[32], unsigned long long a, unsigned long long b, int s) { mma_m64n64k16(d, a, b, s); }
+__device__ __forceinline__ void mma_k16(float (&d)[64], unsigned long long a, unsigned long long b, int s) { mma_m64n128k16(d, a, b, s); }
+__device__ __forceinline__ void mma_k16(float (&d)[128], unsigned long long a, unsigned long long b, int s) { mma_m64n256k16(d, a, b, s); }
+}  // namespace wg
