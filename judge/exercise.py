@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import re
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,10 +95,26 @@ class Exercise:
 def import_file(path, name: str | None = None):
     """Import a Python file as a fresh module (learners' files, checks, references)."""
     path = Path(path)
-    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    name = name or path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    sys.modules[name] = mod          # so the module can find itself (sys.modules[__name__], dataclasses)
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
     return mod
+
+
+def grader(ex: "Exercise"):
+    """The exercise's check(sub): its check.py's own, or, for a GPU exercise whose check.py defines only
+    inputs/outputs/reference/launch/work, the shared CUDA flow (judge.cuda_flow.grade) over that module."""
+    mod = import_file(ex.folder / "check.py", f"check_{ex.id}")
+    if callable(getattr(mod, "check", None)):
+        return mod.check
+    from . import cuda_flow
+    return lambda sub: cuda_flow.grade(sub, mod)
 
 
 def make_starter(solution: str) -> str:

@@ -142,3 +142,49 @@ def parse_ptxas_log(log: str) -> dict[str, dict[str, int]]:
         if (m := _PTXAS_SMEM.search(line)):
             cur["shared"] = int(m.group(1))
     return out
+
+
+# ------------------------------------------------------------------ rules the SASS can prove broken
+_ADDR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+
+
+def instructions(sass: str) -> list[tuple[int, str]]:
+    """(address, instruction text) of every instruction, in address order."""
+    return [(int(a, 16), t) for a, t in _ADDR.findall(sass)]
+
+
+def rule_violations(sass: str) -> list[str]:
+    """Hardware rules whose omission the SASS of one kernel shows, each named (empty: none seen).
+
+    - TMA store after ordinary shared-memory stores with no async-proxy fence between them: the threads'
+      STS writes are in the generic proxy, the bulk store reads through the async proxy, and only
+      `fence.proxy.async.shared::cta` (FENCE.VIEW.ASYNC.S) in each writing thread, before the barrier,
+      makes them visible to it (PTX ISA, "Memory consistency model: proxies"). Without it the store may
+      write stale bytes; on an H200 it usually does not, which is why the judge reads the SASS.
+    - A block that exits after a TMA store with no wait on the bulk group (`cp.async.bulk.wait_group.read`,
+      a DEPBAR on SB0 after the store): the store may still be reading shared memory that the exiting
+      block gives back (PTX ISA, cp.async.bulk.wait_group).
+    These are read in address order, which is program order for straight-line code; judge.model checks
+    the same rules exactly, by running the kernel.
+    """
+    ins = instructions(sass)
+    out = []
+    stores = [i for i, (_, t) in enumerate(ins) if re.match(r"(@!?U?P\w+\s+)?UTMASTG\b", t)]
+    if not stores:
+        return out
+    first = stores[0]
+    sts = [i for i in range(first) if re.match(r"(@!?P\w+\s+)?STS(?:\.|\s|$)", ins[i][1])]
+    if sts and not any("FENCE.VIEW.ASYNC" in ins[i][1] for i in range(sts[-1] + 1, first)):
+        out.append("proxy fence: threads wrote shared memory with ordinary stores (STS at "
+                   f"/*{ins[sts[-1]][0]:04x}*/) and a TMA store (UTMASTG at /*{ins[first][0]:04x}*/) then "
+                   "reads it with no fence.proxy.async.shared::cta (FENCE.VIEW.ASYNC) between them: each "
+                   "writing thread must run the fence before the barrier that precedes the store")
+    for s in stores:
+        nxt = next((i for i in range(s + 1, len(ins)) if re.match(r"(@!?P\w+\s+)?EXIT\b", ins[i][1])), None)
+        if nxt is not None and not any(re.match(r"DEPBAR\.LE\s+SB0", ins[i][1]) for i in range(s + 1, nxt)):
+            out.append(f"store before exit: the block can exit (EXIT at /*{ins[nxt][0]:04x}*/) while its TMA "
+                       f"store (UTMASTG at /*{ins[s][0]:04x}*/) may still be reading shared memory: commit "
+                       "the store and wait for it (cp.async.bulk.commit_group; cp.async.bulk.wait_group.read 0) "
+                       "before the block ends")
+            break
+    return out

@@ -22,7 +22,11 @@ Rules checked before any driver call (each failure is a TensorMapError naming th
 and the fix; the same checks run on a machine with no GPU):
     dtype         uint8/16/32/64, int32, int64, float16/32/64, bfloat16 (no int8, int16)
     rank          1..5 dimensions; 3..5 with an interleaved layout
-    alignment     global address a multiple of 16 bytes (32 with interleave "32B")
+    alignment     global address a multiple of 16 bytes (32 with interleave "32B"; 128
+                  with a swizzle: CUDA Programming Guide, TMA swizzle section, table of
+                  swizzle patterns. The H200's driver, 580.159.04, encoded a 128B-swizzled
+                  map 16 bytes past a boundary without complaint (measured, see
+                  chapters/02_tma/topics_h200.json): the course follows the guide)
     contiguous    the innermost dimension is contiguous (its stride is one element)
     dims          every global dim in 1..2^32
     strides       every byte stride of dims 1.. a multiple of 16 (32 with interleave
@@ -51,8 +55,9 @@ say which rule broke and how to fix it.
 
 Models (pure Python, no GPU): swizzle_offset() is the 16-byte-chunk XOR of the
 32/64/128-byte swizzles; bank_conflicts() counts the wavefronts of one warp's
-shared-memory request. chapters/02_tma/swizzle_probe.cu reads the real placement off
-an H200, and tests/test_tma.py compares the two.
+shared-memory load. chapters/02_tma/swizzle_probe.cu reads the real placement off an
+H200, chapters/01_cp_async/wavefronts_h200.json holds ncu's wavefront counts for the
+access patterns the course uses, and tests/test_tma.py compares both with the models.
 """
 from __future__ import annotations
 
@@ -84,8 +89,9 @@ RULES = {
     "dtype": "use one of " + ", ".join(DTYPES) + " (TMA moves bits: view int8/int16 data as uint8/uint16)",
     "rank": "describe the tensor with 1 to 5 dimensions (3 to 5 with an interleaved layout): "
             "merge contiguous dimensions or split the copy",
-    "alignment": "start the tensor at a 16-byte aligned address (32 with interleave '32B'): "
-                 "allocate it with CuPy/torch and do not offset it by a non-multiple of 16 bytes",
+    "alignment": "start the tensor at a 16-byte aligned address (32 with interleave '32B', 128 with a "
+                 "swizzle): allocate it with CuPy/torch (256-byte aligned) and do not offset it by a "
+                 "non-multiple of that",
     "contiguous": "make the innermost dimension contiguous (cupy.ascontiguousarray, or a "
                   "transposed tensor map)",
     "dims": "every dimension must hold 1 to 2^32 elements",
@@ -223,9 +229,12 @@ class TensorMapSpec:
         if self.interleave != "none" and r < 3:
             raise TensorMapError("rank", f"rank {r} with interleave {self.interleave!r} (needs >= 3)")
         align = 32 if self.interleave == "32B" else 16
+        if self.swizzle != "none":
+            align = 128         # CUDA Programming Guide, TMA swizzle: global memory 128-byte aligned
         if self.address % align:
+            why = f" (swizzle {self.swizzle})" if self.swizzle != "none" else ""
             raise TensorMapError("alignment", f"address 0x{self.address:x} is {self.address % align} "
-                                              f"bytes past a {align}-byte boundary")
+                                              f"bytes past a {align}-byte boundary{why}")
         for i, n in enumerate(self.dims):
             if not 1 <= n <= 2 ** 32:
                 raise TensorMapError("dims", f"dims[{i}] (inner first) = {n}")
@@ -308,7 +317,7 @@ class TensorMapSpec:
 class TensorMap:
     """An encoded descriptor: 128 opaque bytes plus the spec that made them."""
     spec: TensorMapSpec
-    opaque: np.ndarray               # 16 x uint64
+    opaque: np.ndarray | None        # 16 x uint64 (None: a map for the CPU model, never encoded)
 
     def as_kernel_arg(self):
         """A NumPy structured scalar of 128 bytes, for a `const __grid_constant__ TensorMap`
@@ -372,10 +381,14 @@ def tensor_map_spec(array, box, *, swizzle: str = "none", elem_strides=None, oob
 def tensor_map(array, box, *, swizzle: str = "none", elem_strides=None, oob_fill: str = "zero",
                l2_promotion: str = "none", interleave: str = "none", dims=None, strides=None) -> TensorMap:
     """Validate (TensorMapError on a broken rule), then encode (needs a GPU driver).
-    Arguments as tensor_map_spec; box, dims, strides and coordinates are INNERMOST FIRST."""
-    return tensor_map_spec(array, box, swizzle=swizzle, elem_strides=elem_strides, oob_fill=oob_fill,
-                           l2_promotion=l2_promotion, interleave=interleave, dims=dims,
-                           strides=strides).encode()
+    Arguments as tensor_map_spec; box, dims, strides and coordinates are INNERMOST FIRST.
+    Over a NumPy array nothing is encoded: the map (opaque None) is for the CPU model of the machine
+    (judge.model), which reads the spec."""
+    spec = tensor_map_spec(array, box, swizzle=swizzle, elem_strides=elem_strides, oob_fill=oob_fill,
+                           l2_promotion=l2_promotion, interleave=interleave, dims=dims, strides=strides)
+    if isinstance(array, np.ndarray):
+        return TensorMap(spec, None)
+    return spec.encode()
 
 
 # ----------------------------------------------------------------------------- models
@@ -416,29 +429,55 @@ def bank_of(address: int) -> int:
 
 
 def bank_conflicts(addresses, width: int = 4) -> int:
-    """Wavefronts one warp's shared-memory request takes (1 = conflict-free; n-way = n).
+    """Wavefronts one warp's shared-memory LOAD takes (1 = conflict-free; n-way = n).
 
     addresses: the byte address each active lane reads (None for an inactive lane), each
-    access `width` bytes (4, 8 or 16). Model: 32 banks of 4 bytes; lanes reading the same
-    4-byte word share it (broadcast); distinct words in one bank are served one per
-    wavefront. Accesses wider than 4 bytes are served 128 bytes at a time: 8-byte accesses
-    in two halves of 16 lanes, 16-byte accesses in four quarters of 8 lanes, so a 16-byte
-    request needs at least 4 wavefronts even without a conflict.
+    access `width` bytes (4, 8 or 16). Shared memory has 32 banks of 4 bytes; a wavefront
+    serves at most one 4-byte word per bank. The rules below reproduce every count that ncu
+    measured on an H200 (l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld, 2026-11-30,
+    chapters/01_cp_async/wavefronts_h200.json; 22 patterns). NVIDIA documents the 4-byte
+    rule (CUDA Programming Guide, "Shared Memory" of compute capability 5.x and later); the
+    8- and 16-byte rules are what the counters showed, not a documented specification.
+
+      4 bytes   the warp in one pass: the most distinct words any bank holds; lanes
+                reading the same word share it (broadcast).
+      8 bytes   two half-warps (lanes 0-15, 16-31), each as above; a warp whose lanes all
+                read one address takes 1.
+      16 bytes  two half-warps. In each, the most distinct (word, quarter-warp) pairs any
+                bank holds: lanes share a word for free only inside their quarter-warp of
+                8 lanes; a half-warp whose lanes all read one address takes 1. So 32
+                distinct consecutive 16-byte reads take 4 (the minimum for 512 bytes), one
+                address for the whole warp 2, and 8 rows 80 bytes apart (sgemm_tuned's A)
+                2; 64 bytes apart, 4.
     """
     addrs = list(addresses)
     if len(addrs) > 32:
         raise ValueError("a warp has at most 32 lanes")
-    w = max(4, width)
-    group = 128 // w
-    total = 0
-    for g in range(0, 32, group):
+    if width not in (4, 8, 16):
+        raise ValueError("a shared-memory load moves 4, 8 or 16 bytes per lane")
+    active = [(lane, int(a)) for lane, a in enumerate(addrs) if a is not None]
+    if not active:
+        return 0
+
+    def cost(lanes, share_within):
         banks: dict[int, set] = {}
-        for a in addrs[g:g + group]:
-            if a is None:
-                continue
-            for k in range(w // 4):
-                word = int(a) // 4 + k
-                banks.setdefault(word % 32, set()).add(word)
-        if banks:
-            total += max(len(s) for s in banks.values())
+        for lane, a in lanes:
+            for k in range(width // 4):
+                word = a // 4 + k
+                banks.setdefault(word % 32, set()).add((word, lane // share_within))
+        return max(len(s) for s in banks.values())
+
+    if width == 4:
+        return cost(active, 32)
+    if width == 8 and len({a for _, a in active}) == 1:
+        return 1
+    total = 0
+    for half in (0, 1):
+        lanes = [(lane, a) for lane, a in active if lane // 16 == half]
+        if not lanes:
+            continue
+        if width == 16 and len({a for _, a in lanes}) == 1:
+            total += 1
+        else:
+            total += cost(lanes, 16 if width == 8 else 8)
     return total
