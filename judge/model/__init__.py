@@ -1,0 +1,167 @@
+"""judge.model - a CPU model of the Hopper asynchronous machine that runs a kernel's own PTX.
+
+    from judge import build, model
+    b = build.compile("exercises/cp_async_sgemm/solution.cu")
+    rep = model.run(b, "sgemm_pipelined", grid=(1, 1, 1), block=(256, 1, 1),
+                    args=(np.int32(M), np.int32(N), np.int32(K), A, B, C), shared_bytes=3 * 8192)
+    rep.counts["cp.async"], rep.counts["smem_fill.st.shared.bytes"]   # who filled shared memory
+    # raises model.Violation (WRONG), model.Hang (HANG), model.Unsupported (cannot judge)
+
+Try it: .venv/bin/python -m pytest tests/test_model.py -q
+
+What runs: the PTX of the very compile that is graded (Build.ptx; NVRTC, -lineinfo), so
+`__pipeline_*`, `cuda::pipeline`, cooperative groups, `cuda::ptx` and inline asm all arrive as
+the same PTX instructions, and `#ifdef JUDGE_TRACE` changes nothing. Every thread of a block
+(every block of a cluster together) is a lane of NumPy arrays with its own PC; the runnable
+threads at the lowest PC execute one instruction together (predicates and divergence are masks).
+Blocks of different clusters run one after another. Arguments: NumPy arrays are global memory
+(outputs are written back in place), NumPy scalars, and judge.tma TensorMap/TensorMapSpec
+objects for `const __grid_constant__` tensor-map parameters (build them over the NumPy arrays
+with judge.tma.tensor_map_spec: no driver is needed).
+
+The rules, each with the PTX ISA rule it enforces (and where the model is harsher than an H200):
+
+1. cp.async (ca/cg; 4, 8, 16 bytes; src-size zero fill). PTX: the writes of a cp.async are
+   performed asynchronously and are made visible to the executing thread only by
+   cp.async.wait_group / wait_all (or an mbarrier via cp.async.mbarrier.arrive); groups complete
+   in commit order per thread. MODEL: a group's bytes land at the last legal moment, when a wait of
+   the issuing thread covers it; until then the bytes are poison (NaN bits) and a read is a
+   Violation naming the group and the wait ("cp.async-wait"). Harsher than the hardware, where
+   the copy has usually landed long before.
+2. Visibility to other threads. PTX memory model: a write by thread A is visible to thread B
+   only if it happens-before B's read, e.g. through a bar.sync / barrier.sync both execute after
+   A's wait. MODEL: vector clocks over bar.sync/barrier.sync(.aligned)/bar.arrive, bar.warp.sync,
+   barrier.cluster.arrive/wait and mbarrier arrive -> wait; a read of bytes landed by another
+   thread's wait without such an order is a Violation ("cp.async-visibility").
+3. Buffer reuse (write-after-read race). A cp.async / TMA load into shared memory that another
+   thread read with no barrier (or mbarrier arrive -> wait) ordering that read before the copy
+   is a Violation ("async-overwrite-race"). With several readers of one word the copying thread
+   must be ordered after every thread of the block (a warp that hands its buffer back through one
+   elected lane must __syncwarp() first: the PTX model asks for it, the hardware rarely shows it).
+4. mbarrier (init, arrive, arrive.expect_tx, expect_tx, complete_tx, arrive_drop, try_wait /
+   test_wait with parity or state, inval). PTX: a phase completes when its pending arrival count
+   and its tx-count are both zero; then the parity flips and the counts reset. MODEL: exact counts,
+   phases and tx-counts; a TMA load's bytes land only when its phase completes, in a scrambled
+   order; before that they read as poison ("tma-read-before-complete"), and a thread that did not
+   observe the phase (nor synchronize with one that did) may not read them ("tma-visibility").
+   More arrivals than the count while bytes are missing is "mbarrier-arrivals". A failed
+   try_wait/test_wait sleeps the thread until the phase changes (test_wait is non-blocking on the
+   hardware; a spin loop around it behaves the same).
+5. cp.async.mbarrier.arrive(.noinc): the arrive-on fires after all prior cp.async of the thread
+   complete; MODEL: as late as possible (when a thread waits on that mbarrier, or nothing else can
+   run).
+6. TMA (cp.async.bulk.tensor 1-5D, tile mode, multicast::cluster with ctaMask) with the tensor
+   map's semantics from judge/tma.py: boxes (inner first), elementStrides, out-of-bounds fill
+   (zero or NaN, counted in the tx bytes), swizzle 32/64/128B on the shared address bits.
+   1-D cp.async.bulk global<->shared too.
+7. fence.proxy.async. PTX: generic-proxy writes to shared memory are not visible to the async
+   proxy until a proxy fence. MODEL: a TMA/bulk store that reads a word written by st.shared
+   is a Violation ("proxy-fence") unless the writing thread executed fence.proxy.async after the
+   write AND (for another thread's store) a barrier orders the fence before the store
+   ("proxy-fence-barrier").
+8. Bulk async-groups (cp.async.bulk.commit_group, wait_group, wait_group.read). MODEL: a store reads
+   its shared bytes at the latest legal point (the covering wait); an st.shared into them before
+   that is "bulk-store-source"; a thread that exits while its store may still read shared memory
+   is "exit-before-bulk-read" (the block's shared memory is released at exit).
+9. HANG: the moment every live thread is blocked (bar.sync that cannot complete, an mbarrier phase
+   that can never complete, a cluster barrier), Hang carries the wait-for graph: who waits on
+   which barrier / mbarrier and parity, how many arrivals and tx bytes are missing. A kernel that
+   runs past `budget` instruction groups is a Hang too ("a loop that never ends").
+10. Anything else the model does not know (wgmma, im2col TMA, barrier reductions, calls,
+   texture, ...) raises Unsupported naming the PTX instruction: never a verdict.
+
+Not modelled (no verdict either way): races between ordinary st.shared/ld.shared of different
+threads, global-memory races between blocks, atomics' memory orders (atomics run lane by lane).
+
+Report: .counts (dynamic, per thread: "instructions", "cp.async", "smem_fill.cp.async.bytes",
+"smem_fill.st.shared.bytes", "smem_fill.tma.bytes", "tma.load", "tma.store", "ld.shared",
+"st.global", "bar.sync", "mbarrier.*", ...), .timeline (events: cp.async, commit, land, barrier,
+mbarrier.init, tma.load, phase, tma.store, bulk.read, exit, violation), .steps, .seconds.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import ptx as _ptx
+from .machine import Hang, Machine, Unsupported, Violation
+
+__all__ = ["run", "Report", "Violation", "Hang", "Unsupported", "parse"]
+
+_PARSED: dict = {}
+
+
+def parse(build_or_ptx):
+    """The parsed PTX module of a Build (cached by the build's key)."""
+    text = build_or_ptx if isinstance(build_or_ptx, str) else build_or_ptx.ptx
+    key = hash(text)
+    mod = _PARSED.get(key)
+    if mod is None:
+        mod = _PARSED[key] = _ptx.parse(text)
+    return mod
+
+
+@dataclass
+class Report:
+    kernel: str
+    counts: Counter = field(default_factory=Counter)
+    timeline: list = field(default_factory=list)
+    violations: list = field(default_factory=list)
+    steps: int = 0
+    seconds: float = 0.0
+
+    def __str__(self):
+        top = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+        return f"{self.kernel}: {self.steps} instruction groups in {self.seconds:.2f} s; {top}"
+
+
+def _dim3(v):
+    v = tuple(int(x) for x in (v if isinstance(v, (tuple, list)) else (v,)))
+    return (v + (1, 1, 1))[:3]
+
+
+def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_bytes: int = 0,
+        cluster=(1, 1, 1), budget: int = 200_000, strict: bool = True, seed: int | None = None) -> Report:
+    """Run `kernel` of `build` (a judge.build.Build, or PTX text) on the CPU model.
+
+    budget: instruction groups per cluster before the run counts as a hang. strict: raise the
+    first Violation (False: record them all in report.violations and let poisoned bytes flow).
+    seed: the scramble order of TMA landings (random when None).
+    """
+    t0 = time.perf_counter()
+    mod = parse(build)
+    if kernel not in mod.kernels:
+        raise KeyError(f"no kernel {kernel!r} in the PTX (kernels: {', '.join(mod.kernels)}); "
+                       f"declare it extern \"C\" __global__")
+    k = mod.kernels[kernel]
+    grid, block, cluster = _dim3(grid), _dim3(block), _dim3(cluster)
+    for g, c in zip(grid, cluster):
+        if g % c:
+            raise ValueError(f"grid {grid} is not a multiple of the cluster {cluster}")
+    if np.prod(block) > 1024:
+        raise ValueError(f"block {block} has more than 1024 threads")
+    name = Path(getattr(build, "name", "kernel.cu")).name
+    rep = Report(kernel)
+    with np.errstate(all="ignore"):
+        m = Machine(mod, k, grid=grid, block=block, cluster=cluster, args=tuple(args),
+                    shared_bytes=int(shared_bytes), budget=budget, strict=strict,
+                    seed=seed if seed is not None else int.from_bytes(np.random.bytes(4), "little"),
+                    source_name=name)
+        m.cluster_explicit = cluster != (1, 1, 1)
+        m.tma_loads = []
+        try:
+            for oz in range(0, grid[2], cluster[2]):
+                for oy in range(0, grid[1], cluster[1]):
+                    for ox in range(0, grid[0], cluster[0]):
+                        m.run_cluster((ox, oy, oz))
+                        rep.steps += m.steps
+        finally:
+            rep.counts = m.counts
+            rep.timeline = m.timeline
+            rep.violations = m.violations
+            rep.seconds = time.perf_counter() - t0
+    return rep

@@ -1,0 +1,346 @@
+"""judge.model.ptx - read the PTX text NVRTC produced into kernels the model can run.
+
+    from judge.model import ptx
+    mod = ptx.parse(build.ptx)
+    k = mod.kernels["sgemm_pipelined"]      # .code: [Instr], .labels, .params, .shared, .regs
+
+Each Instr keeps its PTX line and its source location chain from the `.loc` directives
+(builds use -lineinfo): `.loc 3 201 13, ..., inlined_at 3 219 9` chains are followed up to
+the kernel's own line, so a message can name the learner's line, not a CUDA header's.
+Inline-asm scopes (`{ .reg .pred p; ... }`) get their registers renamed per scope.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_LOC = re.compile(r"\.loc\s+(\d+)\s+(\d+)\s+(\d+)(?:.*?inlined_at\s+(\d+)\s+(\d+)\s+(\d+))?")
+_FILE = re.compile(r'\.file\s+(\d+)\s+"([^"]*)"')
+_REGDECL = re.compile(r"\.reg\s+(?:\.v\d\s+)?\.(\w+)\s+(.+)")
+_VARDECL = re.compile(r"\.(shared|global|const|local)\s+(.*?)([\w$.]+)\s*(?:\[(\d*)\])?\s*(?:=\s*(.+))?$", re.S)
+_ALIGN = re.compile(r"\.align\s+(\d+)")
+_TYPE = re.compile(r"\.(b8|u8|s8|b16|u16|s16|f16|bf16|b32|u32|s32|f32|b64|u64|s64|f64)\b")
+TYPE_BYTES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2,
+              "b32": 4, "u32": 4, "s32": 4, "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8,
+              "pred": 1, "f16x2": 4, "bf16x2": 4, "b128": 16}
+
+
+@dataclass
+class Operand:
+    kind: str                 # reg, imm, fimm, addr, vec, sym, sink, label
+    name: str = ""            # reg / sym / label name; addr: base register or symbol ("" = absolute)
+    value: int = 0            # imm value; fimm bits; addr offset
+    width: int = 0            # fimm: 4 or 8 bytes
+    items: list = field(default_factory=list)   # vec items; addr with a vector: [tensor coords]
+    neg: bool = False         # !%p
+
+
+@dataclass
+class Instr:
+    op: str                   # full opcode with modifiers, e.g. "cp.async.cg.shared.global"
+    parts: list               # op split on '.' (modifiers like shared::cta stay whole)
+    args: list                # Operands
+    guard: Operand | None
+    line: int                 # PTX line (1-based)
+    loc: tuple                # ((file, line), ...) innermost first
+    text: str
+
+    def has(self, *mods) -> bool:
+        return all(m in self.parts for m in mods)
+
+
+@dataclass
+class Var:
+    space: str
+    name: str
+    size: int
+    align: int
+    init: bytes | None = None
+    extern: bool = False
+
+
+@dataclass
+class Kernel:
+    name: str
+    params: list              # [(name, size, align)]
+    code: list
+    labels: dict
+    regs: dict                # name or prefix -> type
+    shared: list              # [Var] (kernel-local .shared, demoted)
+    local: list
+
+
+@dataclass
+class Module:
+    kernels: dict
+    vars: list                # module-level Vars
+    files: dict               # file number -> path
+
+
+def _split_args(s: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def _imm(tok: str) -> Operand | None:
+    t = tok.strip()
+    if re.fullmatch(r"0[fF][0-9a-fA-F]{8}", t):
+        return Operand("fimm", value=int(t[2:], 16), width=4)
+    if re.fullmatch(r"0[dD][0-9a-fA-F]{16}", t):
+        return Operand("fimm", value=int(t[2:], 16), width=8)
+    m = re.fullmatch(r"(-?)(0[xX][0-9a-fA-F]+|\d+)[uU]?", t)
+    if m:
+        v = int(m.group(2), 0)
+        return Operand("imm", value=-v if m.group(1) else v)
+    return None
+
+
+class _Scopes:
+    def __init__(self):
+        self.stack = [{}]
+        self.n = 0
+
+    def push(self):
+        self.stack.append({})
+
+    def pop(self):
+        if len(self.stack) > 1:
+            self.stack.pop()
+
+    def declare(self, name):
+        if len(self.stack) == 1:
+            return name
+        self.n += 1
+        new = f"{name}@{self.n}"
+        self.stack[-1][name] = new
+        return new
+
+    def resolve(self, name):
+        for sc in reversed(self.stack):
+            if name in sc:
+                return sc[name]
+        return name
+
+
+def _operand(tok: str, scopes: _Scopes) -> Operand:
+    t = tok.strip()
+    if t == "_":
+        return Operand("sink")
+    if t.startswith("{") and t.endswith("}"):
+        return Operand("vec", items=[_operand(x, scopes) for x in _split_args(t[1:-1])])
+    if t.startswith("[") and t.endswith("]"):
+        inner = t[1:-1].strip()
+        parts = _split_args(inner)
+        if len(parts) > 1:                     # [tmap, {c0, c1}]
+            base = _operand(parts[0], scopes)
+            coords = _operand(parts[1], scopes)
+            return Operand("addr", name=base.name, items=coords.items, value=0)
+        m = re.fullmatch(r"([%\w$.@]+)?\s*(?:\+\s*(-?\s*[\w]+))?", inner.replace("+-", "+-"))
+        if m and m.group(1) and _imm(m.group(1)) is None:
+            name = scopes.resolve(m.group(1))
+            off = int(m.group(2).replace(" ", ""), 0) if m.group(2) else 0
+            return Operand("addr", name=name, value=off)
+        im = _imm(inner)
+        if im is not None:
+            return Operand("addr", name="", value=im.value)
+        raise ValueError(f"address operand {t!r}")
+    if "|" in t:                               # d|p (setp, elect.sync, shfl.sync)
+        return Operand("vec", items=[_operand(x, scopes) for x in t.split("|")], name="|")
+    neg = t.startswith("!")
+    if neg:
+        t = t[1:]
+    im = _imm(t)
+    if im is not None:
+        return im
+    if t.startswith("%"):
+        return Operand("reg", name=scopes.resolve(t), neg=neg)
+    if re.fullmatch(r"[\w$.]+", t):
+        r = scopes.resolve(t)
+        if r != t:
+            return Operand("reg", name=r, neg=neg)
+        return Operand("sym", name=t, neg=neg)
+    raise ValueError(f"operand {t!r}")
+
+
+def _split_op(op: str) -> list[str]:
+    return op.split(".")
+
+
+def _parse_var(text: str) -> Var | None:
+    m = _VARDECL.match(text.strip().removeprefix(".extern ").removeprefix(".visible ").strip())
+    if not m:
+        return None
+    space, mods, name, count, init = m.groups()
+    extern = ".extern" in text
+    al = _ALIGN.search(mods)
+    ty = _TYPE.search(mods)
+    esize = TYPE_BYTES[ty.group(1)] if ty else 1
+    n = int(count) if count else (0 if count == "" else 1)
+    data = None
+    if init is not None:
+        vals = [int(v.strip(), 0) for v in init.strip().strip("{}").split(",") if v.strip()]
+        data = b"".join(v.to_bytes(esize, "little", signed=v < 0) for v in vals)
+    return Var(space, name, n * esize, int(al.group(1)) if al else esize, data, extern)
+
+
+def parse(text: str) -> Module:
+    files = {int(a): b for a, b in _FILE.findall(text)}
+    lines = text.splitlines()
+    kernels, mvars = {}, []
+    i = 0
+    cur_loc: tuple = ()
+    parents: dict = {}
+    while i < len(lines):
+        raw = _COMMENT.sub("", lines[i]).strip()
+        if ".entry" in raw:
+            name = re.search(r"\.entry\s+([\w$]+)", raw).group(1)
+            # parameters up to ')'
+            header = raw
+            while ")" not in header or "(" not in header:
+                i += 1
+                header += " " + _COMMENT.sub("", lines[i]).strip()
+            plist = header[header.index("(") + 1: header.rindex(")")]
+            params = []
+            for p in [x.strip() for x in plist.split(",") if x.strip()]:
+                pm = re.match(r"\.param\s+(.*?)([\w$]+)\s*(?:\[(\d+)\])?$", p)
+                ty = _TYPE.search(pm.group(1))
+                al = _ALIGN.search(pm.group(1))
+                es = TYPE_BYTES[ty.group(1)] if ty else 1
+                size = es * (int(pm.group(3)) if pm.group(3) else 1)
+                params.append((pm.group(2), size, int(al.group(1)) if al else es))
+            # body: from the first '{' to its match
+            i += 1
+            while "{" not in _COMMENT.sub("", lines[i]):
+                i += 1
+            body_start = i
+            k = Kernel(name, params, [], {}, {}, [], [])
+            scopes = _Scopes()
+            depth = 0
+            buf = ""
+            j = body_start
+            first = True
+            vdepth = 0
+            while j < len(lines):
+                line = _COMMENT.sub("", lines[j])
+                s = line.strip()
+                if s.startswith(".loc"):
+                    m = _LOC.match(s)
+                    here = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+                    if m.group(4):
+                        par = (int(m.group(4)), int(m.group(5)), int(m.group(6)))
+                        parents[here] = par
+                        chain = [here[:2]]
+                        seen = 0
+                        p = par
+                        while p is not None and seen < 32:
+                            chain.append(p[:2])
+                            p = parents.get(p)
+                            seen += 1
+                        cur_loc = tuple(chain)
+                    else:
+                        cur_loc = (here[:2],)
+                    j += 1
+                    continue
+                if s.startswith(".file") or s.startswith(".pragma") or not s:
+                    j += 1
+                    continue
+                pos = 0
+                done = False
+                for ch_i, ch in enumerate(line):
+                    if ch == "{" and (buf + line[pos:ch_i]).strip():
+                        vdepth += 1                      # a vector operand, not a scope
+                        continue
+                    if ch == "}" and vdepth:
+                        vdepth -= 1
+                        continue
+                    if ch in "{};":
+                        stmt = (buf + line[pos:ch_i]).strip()
+                        buf = ""
+                        pos = ch_i + 1
+                        if stmt:
+                            _stmt(k, stmt, scopes, j + 1, cur_loc)
+                        if ch == "{":
+                            depth += 1
+                            if not first:
+                                scopes.push()
+                            first = False
+                        elif ch == "}":
+                            depth -= 1
+                            if depth == 0:
+                                done = True
+                                break
+                            scopes.pop()
+                if done:
+                    break
+                rest = line[pos:].strip()
+                lab = re.fullmatch(r"([\w$]+):\s*(.*)", rest)
+                if lab:
+                    k.labels[lab.group(1)] = len(k.code)
+                    rest = lab.group(2)
+                buf += " " + rest if rest else ""
+                j += 1
+            kernels[name] = k
+            i = j + 1
+            continue
+        if raw.startswith((".global", ".shared", ".const", ".extern", ".visible .global", ".visible .shared")):
+            stmt = raw
+            while not stmt.rstrip().endswith(";") and i + 1 < len(lines):
+                i += 1
+                stmt += " " + _COMMENT.sub("", lines[i]).strip()
+            v = _parse_var(stmt.rstrip(";"))
+            if v is not None:
+                mvars.append(v)
+        i += 1
+    return Module(kernels, mvars, files)
+
+
+def _stmt(k: Kernel, stmt: str, scopes: _Scopes, line: int, loc: tuple):
+    s = stmt.strip()
+    lab = re.match(r"([\w$]+):\s*(.*)$", s, re.S)
+    if lab and not s.startswith("."):
+        k.labels[lab.group(1)] = len(k.code)
+        s = lab.group(2).strip()
+        if not s:
+            return
+    if s.startswith(".reg"):
+        m = _REGDECL.match(s)
+        ty = m.group(1)
+        for d in m.group(2).split(","):
+            d = d.strip()
+            rm = re.fullmatch(r"([%\w$]+)<(\d+)>", d)
+            if rm:
+                k.regs[rm.group(1)] = ty
+            else:
+                k.regs[scopes.declare(d)] = ty
+        return
+    if s.startswith((".shared", ".local")):
+        v = _parse_var(s)
+        (k.shared if v.space == "shared" else k.local).append(v)
+        return
+    if s.startswith("."):
+        return                                # .maxntid, .reqntid, .pragma, ...
+    guard = None
+    gm = re.match(r"@(!?)([%\w$@]+)\s+(.*)$", s, re.S)
+    if gm:
+        guard = Operand("reg", name=scopes.resolve(gm.group(2)), neg=bool(gm.group(1)))
+        s = gm.group(3)
+    parts = s.split(None, 1)
+    op = parts[0]
+    args = [_operand(a, scopes) for a in _split_args(parts[1])] if len(parts) > 1 else []
+    # a branch target is a label, not a symbol
+    if op.startswith(("bra", "call")):
+        args = [Operand("label", name=a.name) if a.kind == "sym" else a for a in args]
+    k.code.append(Instr(op, _split_op(op), args, guard, line, loc, " ".join(stmt.split())))
