@@ -40,7 +40,7 @@
 #ifdef TIMELINE
 // timeline[(role * TL_EVENTS + i) * 4 + j]; roles 0 producer, 1-2 consumers, 3-4 their epilogues
 #define TL_MARK(role, i, j) \
-  do { if (blockIdx.x == 0 && (i) < TL_EVENTS) timeline[((role) * TL_EVENTS + (i)) * 4 + (j)] = wg::globaltimer(); } while (0)
+  do { if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && (i) < TL_EVENTS) timeline[((role) * TL_EVENTS + (i)) * 4 + (j)] = wg::globaltimer(); } while (0)
 #else
 #define TL_MARK(role, i, j) do {} while (0)
 #endif

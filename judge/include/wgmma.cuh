@@ -87,7 +87,7 @@ __device__ __forceinline__ unsigned cluster_rank() {
 // to the peer block before it multicasts into them, and no block exits while a peer still
 // writes into its shared memory or arrives on its barriers.
 __device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
 }
 // RULE: a barrier that blocks of the cluster (or their multicast copies) will signal must be
 // initialized, then this fence, then a cluster-wide barrier, before any of them touches it.
