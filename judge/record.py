@@ -63,21 +63,56 @@ def device_line() -> str:
     return f"{last.get('device', '?')} (driver CUDA {last.get('driver', '?')}) on {last.get('date', '?')}"
 
 
-def save(section: str, figures: dict, *, sources: list | None = None, notebook: str | None = None) -> bool:
-    """Record figures measured on this GPU. Only in the record run (JUDGE_RECORD=1)."""
+#: the judge modules that measure (their code decides every recorded figure)
+MEASURING = ("judge/timing.py", "judge/compare.py", "judge/launch.py", "judge/cuda_flow.py")
+
+_mark: set[Path] = set()          # sources already attributed to an earlier section of this process
+
+
+def _sources_since_last_save() -> set[Path]:
+    """Kernels and headers built since the previous save, and every module of the course imported
+    from chapters/ or exercises/ (a chapter's run.py, an exercise's check.py)."""
+    import sys
+    from . import build
+    new = {p for p in build.SOURCES_READ if config.ROOT in p.parents} - _mark
+    mods = set()
+    for m in list(sys.modules.values()):
+        f = getattr(m, "__file__", None)
+        if f and (config.CHAPTERS_DIR in Path(f).resolve().parents or config.EXERCISES_DIR in Path(f).resolve().parents):
+            mods.add(Path(f).resolve())
+    return new | mods
+
+
+def save(section: str, figures: dict, *, sources: list | None = None, notebook: str | None = None,
+         compile_only: str | None = None) -> bool:
+    """Record figures measured here. Only in the record run (JUDGE_RECORD=1).
+
+    The section lists exactly the sources it ran: those given, the kernels built since the previous
+    save in this process, the course modules imported from chapters/ and exercises/, the judge's
+    measuring modules (MEASURING), and the notebook. It stores the NVRTC version that compiled them.
+    compile_only="sm_100a": figures that need no GPU of that target (compile results, SASS features),
+    recorded under that target rather than the GPU of this machine.
+    """
     if not config.recording():
         return False
     from . import build, gpu
     i = gpu.info()
-    if i is None:
+    if i is None and compile_only is None:
         raise RuntimeError("record.save needs a GPU: figures are only recorded where they were measured")
     paths = set(Path(p).resolve() for p in (sources or []))
-    paths |= {p for p in build.SOURCES_READ if config.ROOT in p.parents}
+    paths |= _sources_since_last_save()
+    paths |= {(config.ROOT / m).resolve() for m in MEASURING if (config.ROOT / m).exists()}
     if notebook:
         paths.add((config.ROOT / notebook).resolve())
+    _mark.update(p for p in build.SOURCES_READ)
+    if compile_only:
+        where = {"device": f"compile-only ({compile_only})", "cc": compile_only, "sms": 0,
+                 "driver": i.driver if i else "none"}
+    else:
+        where = {"device": i.name, "cc": i.sm, "sms": i.sms, "driver": i.driver}
     data = read()
     data.setdefault("sections", {})[section] = {
-        "device": i.name, "cc": i.sm, "sms": i.sms, "driver": i.driver,
+        **where, "nvrtc": build.nvrtc_version(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "sources": {_rel(p): source_hash(p) for p in sorted(paths)},
         "figures": figures,

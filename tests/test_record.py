@@ -15,6 +15,9 @@ def test_the_record_exists_and_says_where_it_ran():
     data = record.read()
     assert data["sections"], "record/hopper.json is empty: run python -m judge.hopper_record on an H200"
     for name, sec in data["sections"].items():
+        if sec["device"].startswith("compile-only"):     # e.g. sm_100a kernels: compiled, never run
+            assert sec["cc"] == sec["device"].split("(")[1].rstrip(")"), name
+            continue
         assert sec["cc"] == "sm_90", f"{name} ran on {sec['device']} ({sec['cc']}), not a Hopper GPU"
         assert sec["sources"] or name in ("device.ceilings", "tests"), name
         assert sec["date"] and sec["driver"]
@@ -41,7 +44,9 @@ def test_gpu_exercises_got_their_declared_verdicts_on_the_h200():
             sec = record.load(f"exercise.{ex.id}")
             assert sec, f"{ex.id} was never run on the H200"
             v = sec["figures"]["verdicts"]
-            assert v["solution"]["verdict"] == "PASS" and v["solution"]["tier"], v["solution"]
+            assert v["solution"]["verdict"] == "PASS", v["solution"]
+            if not sec["device"].startswith("compile-only"):
+                assert v["solution"]["tier"], v["solution"]
             for name, want in ex.fixtures.items():
                 assert v[name]["verdict"] == want, (name, v[name])
 
