@@ -1,0 +1,79 @@
+"""Chapter 5 exercises: every solution, starter and fixture gets the verdict its exercise.toml declares.
+
+Run: python -m pytest tests/test_ch05_exercises.py -q
+
+e8m0_scale, mx_quantize and tmem_plan run on the CPU. tcgen05_gemm targets sm_100a, which no
+machine of the course has: its check compiles, reads the SASS and replays the PTX's protocol in
+judge/tmem.py, so its verdicts are the same on every machine, and a PASS says it was not run.
+"""
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from judge import exercise, grade
+from judge.exercise import make_starter
+
+IDS = ["e8m0_scale", "mx_quantize", "tmem_plan", "tcgen05_gemm"]
+EXS = {i: exercise.get(i) for i in IDS}
+
+
+def _jobs():
+    for i, ex in EXS.items():
+        yield i, ex.solution_path, "PASS"
+        yield i, ex.starter_path, None
+        for name, verdict in ex.fixtures.items():
+            yield i, ex.fixture_path(name), verdict
+
+
+@pytest.fixture(scope="module")
+def graded():
+    jobs = list(_jobs())
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda j: grade.check(j[0], j[1], quiet=True), jobs))
+    return {(i, p.name): (want, r) for (i, p, want), r in zip(jobs, results)}
+
+
+def test_chapter_5_metadata():
+    assert [(EXS[i].chapter, EXS[i].order) for i in IDS] == [(5, 1), (5, 2), (5, 3), (5, 4)]
+    assert [EXS[i].needs_gpu for i in IDS] == [False, False, False, True]
+    assert EXS["tcgen05_gemm"].target == "sm_100a"
+
+
+@pytest.mark.parametrize("ex_id", IDS)
+def test_starter_is_generated_from_the_solution(ex_id):
+    ex = EXS[ex_id]
+    assert ex.starter_path.read_text() == make_starter(ex.solution_path.read_text())
+
+
+@pytest.mark.parametrize("job", [(i, p.name) for i, p, _ in _jobs()], ids=lambda j: f"{j[0]}/{j[1]}")
+def test_every_file_gets_its_declared_verdict(graded, job):
+    want, r = graded[job]
+    if want is None:                                  # the untouched starter never passes
+        assert r.verdict.value in ("WRONG", "MISSING FEATURE"), str(r)
+        assert "untouched starter" in " ".join(r.details) or r.verdict.value == "MISSING FEATURE"
+    else:
+        assert r.verdict.value == want, str(r)
+
+
+def test_a_tcgen05_pass_says_it_was_compiled_and_simulated_not_run(graded):
+    _, r = graded[("tcgen05_gemm", "solution.cu")]
+    assert "Not run on a GPU" in r.message and "simulated" in r.message
+    assert any("compiled for sm_100a" in c for c in r.checked)
+    assert any("protocol from the PTX simulated" in c for c in r.checked)
+
+
+@pytest.mark.parametrize("fixture,rule", [("wrong_no_commit.cu", "wait.deadlock"), ("wrong_no_wait.cu", "ld.in_flight"),
+                                          ("wrong_alloc_96.cu", "alloc.size"), ("wrong_no_dealloc.cu", "exit.leak"),
+                                          ("wrong_warp_quarter.cu", "lane.quarter")])
+def test_tcgen05_fixtures_name_the_rule_they_break(graded, fixture, rule):
+    _, r = graded[("tcgen05_gemm", fixture)]
+    assert f"[{rule}]" in r.message, str(r)
+
+
+def test_failures_name_the_element_and_the_rule(graded):
+    _, r = graded[("mx_quantize", "wrong_round_half_up.py")]
+    assert "x = 0.25" in r.message and "ties to even" in " ".join(r.details)
+    _, r = graded[("mx_quantize", "wrong_nibble_order.py")]
+    assert "nibbles are swapped" in r.message
+    _, r = graded[("e8m0_scale", "wrong_ceil_log2.py")]
+    assert "448.0" in r.message and "OCP floor rule" in r.details[0]
