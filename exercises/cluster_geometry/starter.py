@@ -1,0 +1,41 @@
+"""geometry.py - where each block of a clustered launch sits, whether the launch is legal, and how
+many clusters a Hopper GPU holds at once.
+
+Your task: fill in the four functions. Check with
+    python practice/judge.py check cluster_geometry
+
+Shapes are (x, y, z) tuples of blocks, as in CUDA C++: `grid` counts blocks, `cluster` is the
+cluster's shape in blocks. A GPU is described by the number of SMs in each GPC (gpc_sizes): the
+blocks of one cluster always run at the same time on SMs of ONE GPC. h200_layout.json holds the
+layout measured on an H200 (chapter 3 measured it from %smid).
+"""
+
+PORTABLE = 8        # the largest cluster every Hopper part must accept
+NON_PORTABLE = 16   # the largest with cudaFuncAttributeNonPortableClusterSizeAllowed
+
+
+def block_place(block, cluster):
+    """(rank, cluster_id) of the block at index `block` = (bx, by, bz) in a grid of clusters of
+    shape `cluster` = (cx, cy, cz). rank is %cluster_ctarank (x fastest, then y, then z, within
+    the cluster); cluster_id is the (x, y, z) index of its cluster in the grid of clusters."""
+    raise NotImplementedError("block_place: position inside the cluster -> rank; cluster index")
+
+
+def launch_error(grid, cluster, non_portable=False):
+    """None if the launch is legal, else a short reason (any non-empty string).
+    Legal: every grid dimension is a multiple of the cluster's, and the cluster has at most
+    PORTABLE blocks (NON_PORTABLE when non_portable is True)."""
+    raise NotImplementedError("launch_error: divisibility per axis, then the size limit")
+
+
+def clusters_that_fit(gpc_sizes, cluster_size, blocks_per_sm):
+    """How many clusters of `cluster_size` blocks can run at once when each SM holds
+    `blocks_per_sm` blocks of the kernel: a cluster never spans two GPCs, so each GPC holds
+    whole clusters only."""
+    raise NotImplementedError("clusters_that_fit: per GPC, whole clusters of block slots")
+
+
+def idle_sms(gpc_sizes, cluster_size, blocks_per_sm):
+    """SMs' worth of block slots left empty when the GPU is filled with such clusters
+    (empty slots / blocks_per_sm; a float)."""
+    raise NotImplementedError("idle_sms: all slots minus the slots the clusters use")

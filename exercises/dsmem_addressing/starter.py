@@ -1,0 +1,45 @@
+"""dsmem.py - distributed shared memory: what a mapped address points at, and where a cluster
+barrier is needed around the accesses a block makes to its peers' shared memory.
+
+Your task: fill in the three functions. Check with
+    python practice/judge.py check dsmem_addressing
+
+ADDRESSES. On the H200, the 32-bit .shared::cluster address of byte `offset` of the shared memory
+of the block of cluster rank `rank` is (rank << 24) | offset: mapa replaces the top byte of an
+address with the target rank (chapter 3 read this off the GPU with mapa_probe, and the SASS shows
+it: PRMT with selector 0x654 over SR_CgaCtaId). Shared memory per block is below 2^24 bytes.
+
+PROGRAMS. Every block of the cluster runs the same list of steps (SPMD). A step is a tuple:
+    ("st", where, var)  store       ("ld", where, var)  load      ("red", where, var) atomic add
+    ("sync",)           cluster barrier (barrier.cluster.arrive.release + wait.acquire)
+where is "own" (this block's copy of var) or "peer" (another block's copy, through DSMEM).
+After the last step every block exits.
+"""
+
+RANK_SHIFT = 24
+
+
+def encode(rank, offset):
+    """The .shared::cluster address of byte `offset` in the block of rank `rank`."""
+    raise NotImplementedError("encode: the rank goes in the top byte")
+
+
+def decode(address):
+    """(rank, offset) that a .shared::cluster address refers to."""
+    raise NotImplementedError("decode: split the address into the top byte and the rest")
+
+
+def barriers_needed(program):
+    """For each step that touches a PEER's shared memory, which cluster barriers it needs and lacks:
+    {step index: {"before"} | {"after"} | {"before", "after"}}; steps that need none are left out.
+
+    "before": a barrier must separate this step from something EARLIER in the program; "after":
+    from something LATER. The rules, for a peer step in the segment between two barriers:
+      - the peer may not have started yet if no barrier comes before the step (its shared memory
+        does not exist yet): "before";
+      - the peer may have exited if no barrier comes after the step: "after";
+      - the peer runs the same program: if the peer's own step on the same var in the SAME segment
+        conflicts with this one (at least one of the two writes; two atomic adds do not conflict),
+        nothing orders them: "before" if that own step comes earlier in the list, "after" if later.
+    """
+    raise NotImplementedError("barriers_needed: cut the program into segments at the barriers")

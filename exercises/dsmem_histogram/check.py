@@ -1,0 +1,80 @@
+"""Grader of dsmem_histogram: python practice/judge.py check dsmem_histogram
+
+The engine (judge.cuda_flow.grade) compiles histogram.cu for sm_90a, checks that the SASS shows the
+cluster barrier (UCGABAR_ARV / UCGABAR_WAIT), runs the small case on the CPU model of the machine
+(judge.model: a DSMEM access not ordered by a cluster barrier is a race there, every time), then on
+an H200 every case with fresh random inputs against numpy.bincount, exactly, and times the kernel
+against global atomics (chapters/03_clusters/histogram.cu, hist_global) measured in the same run.
+
+The launch: hist is zeroed (the poison the engine wrote is overwritten here, for every variant
+alike: a histogram adds), then grid (BLOCKS,1,1), 256 threads, clusters of (CLUSTER,1,1) and
+4 * ceil(bins / CLUSTER) bytes of dynamic shared memory. CLUSTER and BLOCKS are read from the
+learner's file. On the CPU model the grid is cut to two clusters (the model runs every thread).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from judge import build as _build
+from judge import launch as _launch
+
+ROOT = Path(__file__).resolve().parents[2]
+KERNEL = "cluster_histogram"
+THREADS = 256
+
+
+def plan(build) -> tuple[int, int]:
+    """(CLUSTER, BLOCKS) as the learner's file defines them."""
+    found = {}
+    for name in ("CLUSTER", "BLOCKS"):
+        m = re.search(rf"^\s*#\s*define\s+{name}\s+(\d+)", build.source, re.MULTILINE)
+        if not m:
+            raise _launch.LaunchError(f"histogram.cu must #define {name} (CLUSTER: blocks per cluster, "
+                                      f"BLOCKS: the grid in blocks); the grader launches with them")
+        found[name] = int(m.group(1))
+    return found["CLUSTER"], found["BLOCKS"]
+
+
+def inputs(case, xp, rng):
+    return {"x": rng.integers(0, case["bins"], case["n"], dtype=np.int32).astype(xp.int32)}
+
+
+def outputs(case, ins, xp):
+    return {"hist": xp.empty(case["bins"], dtype=xp.uint32)}
+
+
+def reference(case, ins):
+    return {"hist": np.bincount(np.asarray(ins["x"]), minlength=case["bins"]).astype(np.int64)}
+
+
+def launch(build, case, ins, outs):
+    cluster, blocks = plan(build)
+    hist = outs["hist"]
+    hist[...] = 0
+    if isinstance(hist, np.ndarray) and blocks % cluster == 0:
+        blocks = min(blocks, 2 * cluster)             # the CPU model: two clusters are enough
+    _launch.launch(build, KERNEL, grid=(blocks, 1, 1), block=(THREADS, 1, 1),
+                   args=(ins["x"], np.int32(case["n"]), np.int32(case["bins"]), hist),
+                   shared_bytes=4 * (-(-case["bins"] // cluster)), cluster=(cluster, 1, 1))
+
+
+def work(case):
+    return {"bytes": 4 * case["n"]}
+
+
+def baseline(case, ins, outs):
+    """One global atomicAdd per element, the same zeroing: the kernel to beat."""
+    from judge import gpu
+    b = _build.compile(ROOT / "chapters" / "03_clusters" / "histogram.cu")
+    hist = outs["hist"]
+    hist[...] = 0
+    _launch.launch(b, "hist_global", grid=(8 * gpu.info().sms, 1, 1), block=(THREADS, 1, 1),
+                   args=(ins["x"], np.int32(case["n"]), hist))
+
+
+def check(sub):
+    from judge import cuda_flow
+    return cuda_flow.grade(sub, __import__(__name__))
