@@ -434,7 +434,8 @@ def tuned2_sweep(configs, n: int = 4096, reps: int | None = None) -> list[dict]:
     """sgemm_tuned2.cu under each dict of defines in `configs` (e.g. [{"BK": 16, "STAGES": 3},
     {"NQ": 4, "MIN_BLOCKS": 1}]): checked against float64 (CHECK_SHAPES), then timed at n^3 against
     cuBLAS from the same process. Rows: {"defines", "n", "TFLOPS", "of cuBLAS", "spread",
-    "registers", "blocks/SM"} (blocks/SM from ptxas and the H200's limits, see occupancy())."""
+    "registers", "blocks/SM", "spilled bytes"} (blocks/SM from ptxas and the H200's limits, see
+    occupancy())."""
     ceiling = timing.sgemm_ceiling(n)
     rows = []
     for d in configs:
@@ -445,7 +446,8 @@ def tuned2_sweep(configs, n: int = 4096, reps: int | None = None) -> list[dict]:
         occ = occupancy("sgemm_tuned2.cu", d)
         rows.append({"defines": ", ".join(f"{k}={v}" for k, v in d.items()) or "defaults", "n": n,
                      "TFLOPS": t.tflops, "of cuBLAS": t.tflops / ceiling.tflops, "spread": t.spread,
-                     "registers": occ["registers"], "blocks/SM": occ["blocks_per_sm"]})
+                     "registers": occ["registers"], "blocks/SM": occ["blocks_per_sm"],
+                     "spilled bytes": compiled("sgemm_tuned2.cu", d).resources["sgemm_tuned2"]["spill_stores"]})
     return rows
 
 

@@ -9,9 +9,12 @@
 // a register, and the copies of the next STAGES-1 tiles are in flight while this tile is computed.
 // Launch: grid (N / 128, M / 128), 256 threads, dynamic shared memory STAGES * 8 KB
 // (above 48 KB the host must first raise cudaFuncAttributeMaxDynamicSharedMemorySize;
-//  Hopper allows up to 227 KB per block, so up to 28 stages would fit one block; but the SASS wait,
-//  DEPBAR.LE SB0, n, takes n <= 8: ptxas clamps wait_prior(n > 8) to 8, so past 10 stages the loop
-//  waits for more groups than it has to and the extra buffers stop adding copies in flight).
+//  Hopper allows up to 227 KB per block, so up to 28 stages would fit one block; but the wait below,
+//  __pipeline_wait_prior(n), is a switch over n = 0..7 in <cuda_pipeline_primitives.h> that sends
+//  every larger n to wait_group 8 (the header's _CUDA_PIPELINE_MAX_STAGES), so past 10 stages the loop
+//  waits for more groups than it has to and the extra buffers stop adding copies in flight. The clamp
+//  is the header's, not the hardware's: PTX sets no bound on cp.async.wait_group N, and a raw
+//  `cp.async.wait_group 12` compiles to DEPBAR.LE SB0, 0xc (chapter 1, section 4, shows both).
 
 #include <cuda_pipeline.h>
 

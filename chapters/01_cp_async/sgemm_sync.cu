@@ -9,7 +9,7 @@
 //
 // Each round of the main loop pays both costs that cp.async removes:
 //   1. the copy is staged through registers: LDG into a register, then STS into shared memory
-//      (two instructions and a register per 4 bytes, and the thread waits for the LDG to land);
+//      (two instructions and four registers per 16 bytes, and the thread waits for the LDG to land);
 //   2. copy and compute are serial within the block: the block computes only after the whole tile
 //      has arrived, and loads the next one only after every warp has finished computing.
 // Only other resident blocks on the same SM can fill those gaps.

@@ -18,10 +18,12 @@
 //    copies 16 bytes as they are, so A cannot be transposed on the way in; instead each thread reads
 //    4 consecutive k of one A row at once and uses them over 4 k steps. Per 4 k steps a thread issues
 //    8 + 8 LDS.128 for 256 FFMA, the same ratio a transposed A would give.
-//  * Bank-conflict-free A reads: A rows are padded to BK + 4 = 20 floats (80 bytes). The 8 rows
-//    a warp reads in one LDS.128 are consecutive (tr + 8i), so their 16-byte chunks start at
-//    0, 80, 160, ... bytes: modulo 128 bytes (32 banks) those are 8 different chunk slots, one
-//    wavefront. (Rows tr*8 + i would all start at the same bank: an 8-way conflict.)
+//  * Padded A rows: BK + A_PAD = 20 floats (80 bytes). The 8 rows a warp reads in one LDS.128 are
+//    consecutive (tr + 8i), so their 16-byte chunks start at 0, 80, 160, ... bytes: modulo 128 bytes
+//    (32 banks) 8 different chunk slots. A 16-byte load is served per half-warp, so that read costs
+//    2 wavefronts, the least a warp pays for 16-byte loads of different addresses; with 64-byte rows
+//    (A_PAD=0) rows tr and tr + 2 share banks and it costs 4. Measured with ncu on an H200:
+//    chapters/01_cp_async/wavefronts_h200.json (2 and 4 per load; judge.tma.bank_conflicts agrees).
 //  * Grouped block order: consecutive blocks walk down GROUP_M block rows before moving right, so
 //    the blocks resident at one time share A and B panels in L2.
 //  * float4 stores of C.

@@ -148,14 +148,19 @@ sgemm_tuned2(int M, int N, int K, const float* __restrict__ A, const float* __re
   __syncthreads();
   load_frag(0, smem, smem + A_STAGE, 0);
 
+  // Ring positions kept as running indices: kt % STAGES would cost an integer division per use
+  // when STAGES is not a power of two.
+  int rd = 0, wr = STAGES - 1;           // buffer of tile kt, buffer for tile kt + STAGES - 1
   for (int kt = 0; kt < num_tiles; ++kt) {
     // Tile kt+STAGES-1 goes into the buffer of tile kt-1: the barrier of the previous iteration
     // was met only after every warp had read its last fragment of tile kt-1.
     const int next = kt + STAGES - 1;
-    if (next < num_tiles) load_tile(next % STAGES, next);
+    if (next < num_tiles) load_tile(wr, next);
     __pipeline_commit();
+    wr = (wr + 1 == STAGES) ? 0 : wr + 1;
 
-    const float* As = smem + (kt % STAGES) * STAGE_FLOATS;
+    const float* As = smem + rd * STAGE_FLOATS;
+    rd = (rd + 1 == STAGES) ? 0 : rd + 1;
     const float* Bs = As + A_STAGE;
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
@@ -166,7 +171,7 @@ sgemm_tuned2(int M, int N, int K, const float* __restrict__ A, const float* __re
         // kt + STAGES groups committed: wait_prior(STAGES-2) leaves tiles 0..kt+1 landed.
         __pipeline_wait_prior(STAGES - 2);
         __syncthreads();                 // everyone's copies of kt+1 visible; everyone done reading kt
-        const float* An = smem + ((kt + 1) % STAGES) * STAGE_FLOATS;
+        const float* An = smem + rd * STAGE_FLOATS;       // rd already names tile kt+1's buffer
         load_frag(cur ^ 1, An, An + A_STAGE, 0);
       }
       const float a[8] = {fa[cur][0].x, fa[cur][0].y, fa[cur][0].z, fa[cur][0].w,

@@ -4,6 +4,11 @@
     wavefronts.PATTERNS                      # the access patterns the chapters and exercises use
     wavefronts.table()                       # model vs the counts recorded in wavefronts_h200.json
 
+Recorded on an H200 on 2026-11-30 (ncu 2025.3.1, driver 580.159.04): wavefronts_h200.json beside
+this file. judge.tma.bank_conflicts reproduces all 22 probe counts; the course's previous rule
+(previous_model below: 8- and 16-byte loads served 128 bytes at a time, broadcast only inside
+those groups) missed 7 of them, among them sgemm_tuned's padded A read (it said 4, ncu counted 2).
+
 On an H200 (the counters need ncu and a GPU; run from the repository root):
 
     PYTHONPATH=. python chapters/01_cp_async/wavefronts.py ncu OUT_DIR    # writes OUT_DIR/wavefronts_h200.json
@@ -76,6 +81,23 @@ SGEMM_N = 512
 
 def model(width: int, offsets) -> int:
     return tma.bank_conflicts(offsets, width)
+
+
+def previous_model(width: int, offsets) -> int:
+    """The rule the course used before the counters were read: 128 bytes per wavefront, so 8-byte
+    loads in two groups of 16 lanes and 16-byte loads in four of 8, each group costing the most
+    distinct words in one bank. Kept to show what the measurement changed."""
+    group = 128 // width
+    total = 0
+    for g in range(0, 32, group):
+        banks: dict[int, set] = {}
+        for a in offsets[g:g + group]:
+            for k in range(width // 4):
+                word = int(a) // 4 + k
+                banks.setdefault(word % 32, set()).add(word)
+        if banks:
+            total += max(len(s) for s in banks.values())
+    return total
 
 
 # ------------------------------------------------------------------ GPU: the launches ncu profiles
@@ -162,11 +184,11 @@ def table(rec: dict | None = None) -> list[dict]:
     rows = []
     for name, width, offs, where in PATTERNS:
         got = counts.get(name, {}).get("wavefronts_per_request")
-        rows.append({"pattern": name, "where": where, "model": model(width, offs),
-                     "ncu (H200)": None if got is None else round(got, 2)})
+        rows.append({"pattern": name, "where": where, "previous model": previous_model(width, offs),
+                     "model": model(width, offs), "ncu (H200)": None if got is None else round(got, 2)})
     for name, _ in SGEMM_CASES:
         got = counts.get(name, {}).get("wavefronts_per_request")
-        rows.append({"pattern": name, "where": "ch01 section 6", "model": None,
+        rows.append({"pattern": name, "where": "ch01 section 6", "previous model": None, "model": None,
                      "ncu (H200)": None if got is None else round(got, 2)})
     return rows
 

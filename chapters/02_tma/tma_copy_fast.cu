@@ -13,6 +13,9 @@
 //  * STORE_LAG: stores allowed to be still reading shared memory before a slot is handed back
 //    (tma_copy_pipelined.cu uses 1). RULE: STORE_LAG < STAGES, or the producer waits for a
 //    slot that only a later store would release: a deadlock.
+//  * ORDER: 0 hands out tiles round-robin (block b takes tiles b, b + grid, ...: at any moment the
+//    grid works on one stretch of memory), 1 gives each block one contiguous range of tiles (the
+//    grid works on `grid` stretches far apart at once).
 #include "tma.cuh"
 
 #ifndef STAGES
@@ -27,6 +30,9 @@
 #ifndef STORE_LAG
 #define STORE_LAG 1
 #endif
+#ifndef ORDER
+#define ORDER 0
+#endif
 
 static_assert(STORE_LAG >= 1 && STORE_LAG < STAGES, "a slot is released STORE_LAG stores later: keep it below STAGES");
 static_assert(BOX_W <= 256 && BOX_H <= 256, "a box dimension holds at most 256 elements");
@@ -38,6 +44,12 @@ extern "C" __global__ void __launch_bounds__(64) tma_copy_fast(
   __shared__ alignas(8) unsigned long long full[STAGES], empty[STAGES];
   constexpr unsigned SLOT = BOX_W * BOX_H * 4;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  // This block's tiles: first, first + step, ... below last.
+  const int per_block = (tiles + gridDim.x - 1) / gridDim.x;
+  const int first = ORDER ? blockIdx.x * per_block : blockIdx.x;
+  const int step = ORDER ? 1 : gridDim.x;
+  const int last = ORDER ? min(tiles, first + per_block) : tiles;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -53,7 +65,7 @@ extern "C" __global__ void __launch_bounds__(64) tma_copy_fast(
 
   if (warp == 0) {                    // producer
     int i = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x, ++i) {
+    for (int t = first; t < last; t += step, ++i) {
       const int s = i % STAGES;
       if (i >= STAGES) tma::wait(&empty[s], ((i / STAGES) - 1) & 1);   // release number i/STAGES - 1
       tma::arrive_expect_tx(&full[s], SLOT);
@@ -61,7 +73,7 @@ extern "C" __global__ void __launch_bounds__(64) tma_copy_fast(
     }
   } else {                            // storer
     int i = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x, ++i) {
+    for (int t = first; t < last; t += step, ++i) {
       const int s = i % STAGES;
       tma::wait(&full[s], (i / STAGES) & 1);
       tma::store_2d(&dst, (t % tiles_x) * BOX_W, (t / tiles_x) * BOX_H, ring + s * SLOT);
