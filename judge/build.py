@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 
 from . import config, sass as _sass
+from .toolkit import include_dirs, missing_headers, nvrtc_version, tool  # noqa: F401 - re-exported
 
 #: every source file a build read in this process (used by the Hopper record's hashes)
 SOURCES_READ: set[Path] = set()
@@ -52,79 +52,6 @@ class CompileError(Exception):
 
 class NoGPU(RuntimeError):
     """Raised when code asks to run a kernel on a machine with no usable GPU."""
-
-
-# ---------------------------------------------------------------------------- tools
-def _nvidia_root() -> Path | None:
-    try:
-        import nvidia  # namespace package of the NVIDIA pip wheels
-    except ImportError:
-        return None
-    for p in nvidia.__path__:
-        for sub in ("cu13", "cu12"):
-            if (Path(p) / sub).is_dir():
-                return Path(p) / sub
-    return None
-
-
-#: headers that tell whether a folder holds what a kernel may include
-_NEEDS = {"runtime": "cuda_runtime.h", "cccl": "cuda/ptx", "nv": "nv/target"}
-
-
-def _toolkit_roots() -> list[Path]:
-    return [Path(b) for b in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda")
-            if b and Path(b).is_dir()]
-
-
-@lru_cache(None)
-def include_dirs() -> tuple[str, ...]:
-    """System include folders for NVRTC, found wherever they are.
-
-    First the pip wheels' headers (nvidia/cu13/include and its cccl/ folder); then, for whatever is still
-    missing (CCCL's <cuda/ptx> and <nv/target>, which <cooperative_groups.h> needs), a toolkit's
-    include/cccl and include folders. A learner's pip install has everything from the wheels
-    (nvidia-cuda-cccl); the H200 image's wheels lack CCCL, which its toolkit has in include/cccl.
-    """
-    cands = []
-    root = _nvidia_root()
-    if root is not None:
-        cands += [root / "include", root / "include" / "cccl"]
-    for base in _toolkit_roots():
-        cands += [base / "include", base / "include" / "cccl"]
-    dirs, found = [], set()
-    for d in cands:
-        if not d.is_dir():
-            continue
-        gives = {k for k, rel in _NEEDS.items() if (d / rel).exists()}
-        if gives - found or (not dirs and gives):
-            dirs.append(str(d))
-            found |= gives
-    return tuple(dirs)
-
-
-def missing_headers() -> list[str]:
-    """Which of the headers kernels rely on no include folder provides (empty when all is well)."""
-    have = {k for k, rel in _NEEDS.items() for d in include_dirs() if (Path(d) / rel).exists()}
-    return [rel for k, rel in _NEEDS.items() if k not in have]
-
-
-@lru_cache(None)
-def tool(name: str) -> str:
-    """Path of nvdisasm / cuobjdump: the pip wheel's first, then PATH."""
-    root = _nvidia_root()
-    if root is not None and (root / "bin" / name).exists():
-        return str(root / "bin" / name)
-    found = shutil.which(name)
-    if found:
-        return found
-    raise FileNotFoundError(
-        f"{name} not found: install the wheel 'nvidia-cuda-{name}' (pip install -e . does)")
-
-
-def nvrtc_version() -> str:
-    from cupy.cuda import nvrtc
-    major, minor = nvrtc.getVersion()
-    return f"{major}.{minor}"
 
 
 # ---------------------------------------------------------------------------- source

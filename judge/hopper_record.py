@@ -163,7 +163,7 @@ def main(argv=None) -> int:
          "notebooks": lambda: part_notebooks(log_dir, args.only)}[p]()
         print(f"-- part {p}: {time.time() - t:.0f} s", flush=True)
         if args.out:                 # after every part, so a run cut short still brings back what it did
-            shutil.copy(record.RECORD, Path(args.out) / "hopper.json")
+            shutil.copy(record.recorded.RECORD, Path(args.out) / "hopper.json")
     print("\n" + "\n".join(f"{w:<48} {r:<40} {f}" for w, r, f in ROWS))
     return 0
 

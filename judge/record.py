@@ -14,53 +14,14 @@ A source's hash: the file's bytes; for a notebook, its cells' sources only (outp
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
 import time
 from pathlib import Path
 
-from . import config
-
-RECORD = config.RECORD_DIR / "hopper.json"
-
-
-def source_hash(path: Path) -> str:
-    path = Path(path)
-    if path.suffix == ".ipynb":
-        nb = json.loads(path.read_text())
-        text = "\n\0".join("".join(c.get("source", "")) for c in nb.get("cells", []))
-        return hashlib.sha256(text.encode()).hexdigest()
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _rel(path: Path) -> str:
-    return str(Path(path).resolve().relative_to(config.ROOT))
-
-
-def read() -> dict:
-    if not RECORD.exists():
-        return {"sections": {}}
-    return json.loads(RECORD.read_text())
-
-
-def load(section: str) -> dict | None:
-    return read().get("sections", {}).get(section)
-
-
-def figures(section: str) -> dict | None:
-    s = load(section)
-    return s["figures"] if s else None
-
-
-def device_line() -> str:
-    """'NVIDIA H200, 2026-11-29' for the most recent recorded section, or ''."""
-    secs = read().get("sections", {}).values()
-    if not secs:
-        return ""
-    last = max(secs, key=lambda s: s.get("date", ""))
-    return f"{last.get('device', '?')} (driver CUDA {last.get('driver', '?')}) on {last.get('date', '?')}"
+from . import config, recorded
+from .recorded import _rel, device_line, figures, load, read, source_hash  # noqa: F401 - re-exported
 
 
 #: the judge modules that measure (their code decides every recorded figure)
@@ -83,8 +44,8 @@ def _sources_since_last_save() -> set[Path]:
     return new | mods
 
 
-def save(section: str, figures: dict, *, sources: list | None = None, notebook: str | None = None,
-         compile_only: str | None = None) -> bool:
+def save(section: str, figures: dict, *, sources: list | None = None,  # noqa: F811 - figures: what to save
+         notebook: str | None = None, compile_only: str | None = None) -> bool:
     """Record figures measured here. Only in the record run (JUDGE_RECORD=1).
 
     The section lists exactly the sources it ran: those given, the kernels built since the previous
@@ -117,11 +78,12 @@ def save(section: str, figures: dict, *, sources: list | None = None, notebook: 
         "sources": {_rel(p): source_hash(p) for p in sorted(paths)},
         "figures": figures,
     }
-    RECORD.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=RECORD.parent)
+    path = recorded.RECORD
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent)
     with os.fdopen(fd, "w") as f:
         json.dump(data, f, indent=1, sort_keys=True, default=float)
-    os.replace(tmp, RECORD)
+    os.replace(tmp, path)
     return True
 
 

@@ -81,7 +81,7 @@ def lines_with(sass: str, feature: str, limit: int = 8) -> list[str]:
 
 
 def disassemble(cubin_path) -> str:
-    from .build import tool
+    from .toolkit import tool
     res = subprocess.run([tool("nvdisasm"), "-c", "-g", str(cubin_path)], capture_output=True, text=True)
     if res.returncode != 0:  # -g needs line info; retry plain
         res = subprocess.run([tool("nvdisasm"), "-c", str(cubin_path)], capture_output=True, text=True)

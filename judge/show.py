@@ -84,7 +84,7 @@ def table(rows: list[dict], floatfmt: str = "{:.3g}") -> None:
 
 def recorded_note(section: str) -> str:
     """'recorded on NVIDIA H200 ... on <date>' for a record section, for captions."""
-    from . import record
+    from . import recorded as record
     s = record.load(section)
     if not s:
         return f"(nothing recorded yet for {section}: run python -m judge.hopper_record on an H200)"

@@ -5,7 +5,7 @@ When this fails, a kernel or notebook changed after its last recorded run: run
 """
 import json
 
-from judge import config, record
+from judge import config, record, recorded
 
 KERNELS = sorted(config.CHAPTERS_DIR.rglob("*.cu")) + sorted(config.EXERCISES_DIR.glob("*/**/*.cu"))
 NOTEBOOKS = sorted(config.CHAPTERS_DIR.glob("*.ipynb"))
@@ -58,9 +58,9 @@ def test_stale_detection_notices_an_edited_kernel_or_notebook(tmp_path, monkeypa
     cu.write_text("// k.cu - a kernel\n")
     nb.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "x = 1", "outputs": []}]}))
     monkeypatch.setattr(config, "ROOT", root)
-    monkeypatch.setattr(record, "RECORD", root / "record" / "hopper.json")
+    monkeypatch.setattr(recorded, "RECORD", root / "record" / "hopper.json")
     (root / "record").mkdir()
-    record.RECORD.write_text(json.dumps({"sections": {"ch": {
+    recorded.RECORD.write_text(json.dumps({"sections": {"ch": {
         "device": "NVIDIA H200", "date": "today", "sources": {
             "chapters/k.cu": record.source_hash(cu), "chapters/c.ipynb": record.source_hash(nb)}}}}))
     assert record.stale() == [] and record.unrecorded([cu, nb]) == []
