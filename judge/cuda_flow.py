@@ -27,7 +27,8 @@ The order, stopping at the first failure:
     refuse is WRONG with judge.launch's message)
  8. timing at [timing].case: outputs poisoned before the timed launches and compared after them (work
     skipped on later launches is WRONG); a rate above what a Hopper GPU can do is WRONG; the ceiling is
-    measured in the same process; tiers as fractions of it. A figure within the measured spread of a
+    measured in the same process; tiers as fractions of it; a fraction above [timing].max_fraction (what a
+    kernel of this kind can reach against that ceiling) is WRONG. A figure within the measured spread of a
     tier's line gets the lower tier and says so.
 """
 from __future__ import annotations
@@ -220,6 +221,12 @@ def _measure(b, mod, ex, sub, checked) -> Result:
     else:
         ceil = timing.ceiling(name, case.get("n"))
     value = ceil.median_ms / t.median_ms
+    most = tcfg.get("max_fraction")
+    if most is not None and value > float(most):
+        return Result(Verdict.WRONG, f"the timed figure is beyond the hardware: {value:.2f} of the ceiling ({name}), "
+                                     f"and a kernel of this kind cannot exceed {float(most):g} of it",
+                      checked=checked, measurements={"fraction": value, "median_ms": t.median_ms},
+                      details=["a kernel cannot beat the machine: it skipped work or the timing did not see it"])
     spread = max(t.spread, ceil.spread, config.TIER_SPREAD_FLOOR)
     meas = {"case": case, "median_ms": t.median_ms, "spread": t.spread, "tflops": t.tflops, "gbps": t.gbps,
             "ceiling": name, "ceiling_ms": ceil.median_ms, "ceiling_spread": ceil.spread,
