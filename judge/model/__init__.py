@@ -125,7 +125,7 @@ def _dim3(v):
 
 
 def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_bytes: int = 0,
-        cluster=(1, 1, 1), budget: int = 200_000, strict: bool = True, seed: int | None = None) -> Report:
+        cluster=(1, 1, 1), budget: int = 100_000, strict: bool = True, seed: int | None = None) -> Report:
     """Run `kernel` of `build` (a judge.build.Build, or PTX text) on the CPU model.
 
     budget: instruction groups per cluster before the run counts as a hang. strict: raise the

@@ -127,6 +127,18 @@ class Machine:
             buf.extend(raw)
             off += size
         self.param = np.frombuffer(bytes(buf) + b"\0" * 8, np.uint8).copy()
+        # a tensor map's tensor is global memory too (the caller keeps the array alive)
+        import ctypes
+        for spec in self.tmaps.values():
+            if any(b <= spec.address < b + n for b, n, _ in self.regions):
+                continue
+            eb = spec.elem_bytes
+            span = eb * spec.dims[0] + sum((d - 1) * st for d, st in zip(spec.dims[1:], spec.strides))
+            if spec.extent_limit:
+                span = max(span, spec.extent_limit)
+            u8 = np.ctypeslib.as_array((ctypes.c_uint8 * span).from_address(spec.address))
+            self.keep.append(u8)
+            self.regions.append((spec.address, span, u8))
         self.regions.sort(key=lambda r: r[0])
         self.rbase = np.array([r[0] for r in self.regions], np.uint64)
 
@@ -605,37 +617,53 @@ class Machine:
                       f"store may still be reading it: wait with cp.async.bulk.wait_group.read first")
 
     # ------------------------------------------------------------------ the loop
+    # instructions that cannot change which threads run next (no branch, barrier, wait or arrival)
+    _SAFE = frozenset("add sub mul mad fma div rem min max and or xor not neg abs cnot rcp sqrt rsqrt ex2 lg2 "
+                      "sin cos tanh popc clz brev shl shr setp selp mov cvt cvta bfe lop3 prmt shf ld ldu st "
+                      "shfl vote activemask mapa getctarank membar nanosleep prefetch prefetchu".split())
+
     def _exec_loop(self):
         code = self.k.code
         ncode = len(code)
         big = np.int64(1 << 60)
         handlers = {}
+        conv = None                       # (pc, active, count) while every runnable thread is at one pc
+        safe = self._SAFE
         while True:
-            runnable = self.alive & ~self.blocked
-            if not runnable.any():
-                if not self.alive.any():
-                    break
-                self._all_blocked()
-                continue
-            pcs = np.where(runnable, self.pc, big)
-            p = int(pcs.min())
-            active = pcs == p
+            if conv is None:
+                runnable = self.alive & ~self.blocked
+                if not runnable.any():
+                    if not self.alive.any():
+                        break
+                    self._all_blocked()
+                    continue
+                pcs = np.where(runnable, self.pc, big)
+                p = int(pcs.min())
+                active = pcs == p
+                nrun = int(np.count_nonzero(runnable))
+                nall = int(np.count_nonzero(active))
+                together = nall == nrun
+            else:
+                p, active, nall = conv
+                together = True
             if p >= ncode:
                 self.alive[active] = False
                 self._on_exit(active, code[-1])
+                conv = None
                 continue
             ins = code[p]
             self.cur_pc = p
             self.steps += 1
             if self.steps > self.budget:
                 self._budget_hang(ins)
-            mask = active
             if ins.guard is not None:
-                g = self.rd(ins.guard, "pred", ins)
-                mask = active & g
-            nact = int(np.count_nonzero(mask))
+                mask = active & self.rd(ins.guard, "pred", ins)
+                nact = int(np.count_nonzero(mask))
+            else:
+                mask, nact = active, nall
             self.counts["instructions"] += nact
             self.pc[active] = p + 1
+            conv = (p + 1, active, nall) if together and ins.parts[0] in safe else None
             if nact == 0:
                 continue
             h = handlers.get(p)

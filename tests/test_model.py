@@ -1,0 +1,298 @@
+"""tests/test_model.py - the CPU model of the async machine (judge.model) on the course's kernels.
+
+Run: .venv/bin/python -m pytest tests/test_model.py -q      (no GPU: the model runs each kernel's PTX)
+
+Every kernel is compiled by judge.build exactly as it is graded; the model runs every thread of each
+block with fresh random inputs and NaN-poisoned outputs, and the result is compared with a float64
+reference. Races must be caught even though an H200 usually gives the right numbers: the model
+delivers every asynchronous copy at the last moment the rules allow.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from judge import build, compare, model, tma
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+SGEMM = REPO / "exercises" / "cp_async_sgemm"
+TILES = REPO / "exercises" / "tma_tiles"
+U32 = 2.0 ** -24
+
+
+def sgemm(path, M=128, N=128, K=72, seed=None, **kw):
+    """Run sgemm_pipelined on the model; returns (C, float64 reference, report)."""
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    B = rng.uniform(-1, 1, (K, N)).astype(np.float32)
+    C = compare.poison(np.empty((M, N), np.float32))
+    rep = model.run(build.compile(path), "sgemm_pipelined", grid=(N // 128, M // 128, 1), block=(256, 1, 1),
+                    args=(np.int32(M), np.int32(N), np.int32(K), A, B, C), shared_bytes=3 * 8192, **kw)
+    return C, A.astype(np.float64) @ B.astype(np.float64), rep
+
+
+def sgemm_ok(C, ref, K):
+    return compare.compare(C, ref, rtol=0.0, atol=4 * U32 * K, norm_tol=U32 * K ** 0.5).ok
+
+
+def tiles(path, rows=33, cols=68, seed=None, **kw):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    y = compare.poison(np.empty_like(x))
+    maps = (tma.tensor_map_spec(x, box=(64, 32)), tma.tensor_map_spec(y, box=(64, 32)))
+    rep = model.run(build.compile(path), "tma_affine", grid=((cols + 63) // 64, (rows + 31) // 32, 1),
+                    block=(128, 1, 1), args=maps, **kw)
+    return y, 2.0 * x.astype(np.float64) + 1.0, rep
+
+
+# ------------------------------------------------------------------------------------------- cp.async
+@pytest.mark.parametrize("name", ["solution.cu", "fixtures/correct_rolling.cu", "fixtures/correct_inline_ptx.cu",
+                                  "fixtures/correct_cg_sync.cu"])
+def test_a_correct_pipeline_gives_the_gpu_result_with_every_copy_delivered_late(name):
+    C, ref, rep = sgemm(SGEMM / name)
+    assert sgemm_ok(C, ref, 72)
+    # the work is done by cp.async: 9 k-tiles x 8 KB, 16 bytes per copy, none through st.shared
+    assert rep.counts["smem_fill.cp.async.bytes"] == 9 * 8192
+    assert rep.counts["cp.async"] == 9 * 8192 // 16
+    assert rep.counts["smem_fill.st.shared.bytes"] == 0
+    assert rep.counts["bar.sync"] == 9 * 256
+
+
+def test_two_blocks_each_compute_their_own_tile():
+    C, ref, rep = sgemm(SGEMM / "solution.cu", M=256, N=128, K=24)
+    assert sgemm_ok(C, ref, 24)
+
+
+def test_fewer_tiles_than_stages_still_works():
+    C, ref, _ = sgemm(SGEMM / "solution.cu", K=8)
+    assert sgemm_ok(C, ref, 8)
+
+
+def test_copies_through_registers_do_the_same_work_without_cp_async():
+    C, ref, rep = sgemm(SGEMM / "fixtures/sync_loads.cu")
+    assert sgemm_ok(C, ref, 72)
+    assert rep.counts["cp.async"] == 0 and rep.counts["smem_fill.st.shared.bytes"] == 9 * 8192
+
+
+@pytest.mark.parametrize("name,rule,words", [
+    ("wrong_wait_loose.cu", "cp.async-wait", "covered groups <= -1 only"),
+    ("wrong_no_empty_commit.cu", "cp.async-wait", "into group 8, and its last cp.async.wait_group 1 covered groups <= 7"),
+    ("wrong_buffer.cu", "cp.async-wait", "before the cp.async group that writes it completed"),
+    ("wrong_no_barrier.cu", "cp.async-visibility", "no barrier between that wait and this read"),
+    ("wrong_only_warp0_waits.cu", "cp.async-wait", "(warp 1)"),
+    ("wrong_trace_ifdef.cu", "cp.async-visibility", "add __syncthreads() after it"),
+])
+def test_a_race_the_gpu_usually_hides_is_named_with_the_learners_line(name, rule, words):
+    with pytest.raises(model.Violation) as e:
+        sgemm(SGEMM / "fixtures" / name)
+    assert e.value.rule == rule
+    assert words in e.value.message, e.value.message
+    assert f"{name}:" in e.value.where                # the learner's file and line, from .loc
+
+
+def test_a_kernel_that_waits_on_only_warp_0_is_caught():
+    with pytest.raises(model.Violation) as e:
+        sgemm(SGEMM / "fixtures/wrong_only_warp0_waits.cu")
+    assert "this thread has executed no cp.async.wait_group yet" in e.value.message
+
+
+def test_an_ifdef_judge_trace_cannot_hide_the_race_from_the_graded_build():
+    with pytest.raises(model.Violation):
+        sgemm(SGEMM / "fixtures/wrong_trace_ifdef.cu")
+    # the build with the define is the textbook loop and passes: the model runs the graded build
+    b = build.compile(SGEMM / "fixtures/wrong_trace_ifdef.cu", defines={"JUDGE_TRACE": None})
+    rng = np.random.default_rng()
+    A = rng.uniform(-1, 1, (128, 72)).astype(np.float32)
+    B = rng.uniform(-1, 1, (72, 128)).astype(np.float32)
+    C = compare.poison(np.empty((128, 128), np.float32))
+    model.run(b, "sgemm_pipelined", grid=(1, 1, 1), block=(256, 1, 1),
+              args=(np.int32(128), np.int32(128), np.int32(72), A, B, C), shared_bytes=3 * 8192)
+    assert sgemm_ok(C, A.astype(np.float64) @ B, 72)
+
+
+def test_without_strict_the_race_poisons_the_output():
+    C, ref, rep = sgemm(SGEMM / "fixtures/wrong_wait_loose.cu", strict=False)
+    assert rep.violations and not sgemm_ok(C, ref, 72)
+    assert np.isnan(C).any()
+
+
+def test_an_early_return_leaves_the_output_unwritten():
+    C, ref, rep = sgemm(SGEMM / "fixtures/wrong_early_return.cu")
+    assert np.isnan(C).all() and rep.counts["st.global"] == 0
+
+
+def test_a_loop_that_never_ends_is_a_hang():
+    with pytest.raises(model.Hang) as e:
+        sgemm(SGEMM / "fixtures/wrong_hang.cu", budget=20_000)
+    assert "a loop that never ends" in str(e.value)
+
+
+# ------------------------------------------------------------------------------------------- TMA
+@pytest.mark.parametrize("name", ["solution.cu", "fixtures/correct_float4.cu"])
+@pytest.mark.parametrize("rows,cols", [(33, 68), (7, 4), (64, 128)])
+def test_tma_tiles_round_trip_with_out_of_bounds_boxes(name, rows, cols):
+    y, ref, rep = tiles(TILES / name, rows, cols)
+    assert compare.compare(y, ref, rtol=2.0 ** -23, atol=2.0 ** -24).ok
+    blocks = -(-rows // 32) * -(-cols // 64)
+    assert rep.counts["tma.load"] == blocks and rep.counts["tma.store"] == blocks
+    assert rep.counts["smem_fill.tma.bytes"] == blocks * 8192           # whole boxes, filled parts too
+    assert rep.counts["tma.store.bytes"] == rows * cols * 4               # what is outside is dropped
+
+
+def test_expecting_more_bytes_than_the_load_delivers_hangs_with_the_wait_for_graph():
+    with pytest.raises(model.Hang) as e:
+        tiles(TILES / "fixtures/wrong_expect_tx.cu")
+    msg = str(e.value)
+    assert "wait for phase parity 0 of the mbarrier" in msg
+    assert "tx-count 8192 bytes outstanding (expected 16384 bytes this phase, delivered 8192)" in msg
+    assert e.value.graph[0]["tx_missing"] == 8192 and len(e.value.graph[0]["waiters"]) == 128
+
+
+def test_coordinates_outermost_first_give_a_wrong_output():
+    y, ref, _ = tiles(TILES / "fixtures/wrong_coord_order.cu")
+    assert not compare.compare(y, ref, rtol=2.0 ** -23, atol=2.0 ** -24).ok
+
+
+def test_a_tma_store_without_a_proxy_fence_is_caught():
+    with pytest.raises(model.Violation) as e:
+        tiles(TILES / "fixtures/wrong_no_proxy_fence.cu")
+    assert e.value.rule == "proxy-fence" and "fence.proxy.async" in e.value.message
+
+
+def test_exiting_before_the_store_has_read_shared_memory_is_caught():
+    with pytest.raises(model.Violation) as e:
+        tiles(TILES / "fixtures/wrong_exit_before_store_read.cu")
+    assert e.value.rule == "exit-before-bulk-read"
+    assert "cp.async.bulk.wait_group.read" in e.value.message
+
+
+# ------------------------------------------------------------------------------------------- small kernels
+HEAD = '#include "tma.cuh"\n'
+
+
+def aligned(a, align=256):
+    """A copy of `a` at an `align`-byte aligned address, as a GPU allocator gives (TMA swizzle wants 128)."""
+    raw = np.empty(a.nbytes + align, np.uint8)
+    start = -raw.ctypes.data % align
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def run_src(src, kernel, block=(64, 1, 1), args=(), **kw):
+    return model.run(build.compile(src), kernel, block=block, args=args, **kw)
+
+
+def test_every_spelling_of_the_block_barrier_is_a_barrier():
+    src = r'''
+extern "C" __global__ void k(float* out) {
+  __shared__ float s[64];
+  s[threadIdx.x] = threadIdx.x;
+  asm volatile("bar.sync 0;" ::: "memory");
+  float a = s[63 - threadIdx.x];
+  asm volatile("barrier.sync 0;" ::: "memory");
+  s[threadIdx.x] = a + 1.0f;
+  asm volatile("barrier.sync.aligned 0;" ::: "memory");
+  float b = s[(threadIdx.x + 1) % 64];
+  asm volatile("bar.sync 1, 64;" ::: "memory");
+  out[threadIdx.x] = b;
+}'''
+    out = compare.poison(np.empty(64, np.float32))
+    rep = run_src(src, "k", args=(out,))
+    t = np.arange(64)
+    assert np.array_equal(out, (63 - (t + 1) % 64) + 1.0)
+    assert rep.counts["bar.sync"] == 4 * 64
+
+
+def test_a_barrier_that_waits_for_more_threads_than_arrive_is_a_hang_naming_it():
+    src = r'''
+extern "C" __global__ void k(float* out) {
+  asm volatile("bar.sync 1, 128;" ::: "memory");    // 128 threads expected, the block has 64
+  out[threadIdx.x] = 1.0f;
+}'''
+    with pytest.raises(model.Hang) as e:
+        run_src(src, "k", args=(np.zeros(64, np.float32),))
+    assert "64 threads wait at barrier 1" in str(e.value) and "(64 of 128 arrived)" in str(e.value)
+
+
+def test_cp_async_src_size_zero_fills_the_rest():
+    src = r'''
+extern "C" __global__ void k(const float* in, float* out) {
+  __shared__ __align__(16) float s[4 * 32];
+  unsigned dst = (unsigned)__cvta_generic_to_shared(&s[4 * threadIdx.x]);
+  int bytes = 4 * (threadIdx.x % 5);                        // 0..16 bytes really read
+  if (bytes > 16) bytes = 16;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(in + 4 * threadIdx.x), "r"(bytes));
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  for (int i = 0; i < 4; ++i) out[4 * threadIdx.x + i] = s[4 * threadIdx.x + i];
+}'''
+    x = np.random.default_rng().standard_normal(128).astype(np.float32)
+    out = compare.poison(np.empty(128, np.float32))
+    run_src(src, "k", block=(32, 1, 1), args=(x, out))
+    keep = (np.arange(128) % 4) < (np.arange(128) // 4 % 5)
+    assert np.array_equal(out, np.where(keep, x, 0.0).astype(np.float32))
+
+
+def test_an_unknown_instruction_is_unsupported_never_a_verdict():
+    src = r'''
+extern "C" __global__ void k(unsigned* out) {
+  unsigned r;
+  asm volatile("bfind.u32 %0, %1;" : "=r"(r) : "r"(threadIdx.x + 1));
+  out[threadIdx.x] = r;
+}'''
+    with pytest.raises(model.Unsupported) as e:
+        run_src(src, "k", block=(32, 1, 1), args=(np.zeros(32, np.uint32),))
+    assert "bfind" in str(e.value)
+
+
+@pytest.mark.parametrize("swizzle", ["none", "32B", "64B", "128B"])
+def test_a_swizzled_tma_box_lands_where_judge_tma_says(swizzle):
+    span = {"none": 128, "32B": 32, "64B": 64, "128B": 128}[swizzle]
+    cols = span // 4
+    src = HEAD + r'''
+extern "C" __global__ void k(const __grid_constant__ TensorMap m, float* out) {
+  __shared__ alignas(1024) float box[8 * 32];
+  __shared__ alignas(8) unsigned long long bar;
+  if (threadIdx.x == 0) { tma::mbar_init(&bar, 1); tma::fence_proxy_async(); }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    tma::arrive_expect_tx(&bar, COLS * 8 * 4);
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];" :: "r"(tma::smem(box)), "l"(tma::gmap(&m)), "r"(0), "r"(0),
+                 "r"(tma::smem(&bar)) : "memory");
+  }
+  while (!tma::try_wait(&bar, 0)) {}
+  for (int i = threadIdx.x; i < COLS * 8; i += blockDim.x) out[i] = box[i];
+}'''
+    x = aligned(np.arange(8 * cols, dtype=np.float32).reshape(8, cols) + 0.5)
+    out = compare.poison(np.empty(8 * cols, np.float32))
+    b = build.compile(src, defines={"COLS": cols})
+    model.run(b, "k", block=(32, 1, 1), args=(tma.tensor_map_spec(x, box=(cols, 8), swizzle=swizzle), out))
+    where = tma.box_layout(8, span, swizzle) // 4            # element (r, c) lands at this float index
+    expect = np.empty(8 * cols, np.float32)
+    expect[where.ravel()] = x.ravel()
+    assert np.array_equal(out, expect)
+
+
+def test_reading_a_tma_tile_without_waiting_on_the_mbarrier_is_caught():
+    src = HEAD + r'''
+extern "C" __global__ void k(const __grid_constant__ TensorMap m, float* out) {
+  __shared__ alignas(128) float box[8 * 32];
+  __shared__ alignas(8) unsigned long long bar;
+  if (threadIdx.x == 0) { tma::mbar_init(&bar, 1); tma::fence_proxy_async(); }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    tma::arrive_expect_tx(&bar, 32 * 8 * 4);
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];" :: "r"(tma::smem(box)), "l"(tma::gmap(&m)), "r"(0), "r"(0),
+                 "r"(tma::smem(&bar)) : "memory");
+  }
+  if (threadIdx.x == 0) while (!tma::try_wait(&bar, 0)) {}   // only thread 0 waits...
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) out[i] = box[i];   // ...everyone reads
+}'''
+    x = np.random.default_rng().standard_normal((8, 32)).astype(np.float32)
+    with pytest.raises(model.Violation) as e:
+        run_src(src, "k", block=(32, 1, 1), args=(tma.tensor_map_spec(x, box=(32, 8)), np.zeros(256, np.float32)))
+    assert e.value.rule in ("tma-read-before-complete", "tma-visibility")
