@@ -20,11 +20,16 @@ same ops on its own slice of each tile. The ops:
     Read(tile, buf)   the compute reads buffer `buf`, expecting `tile` in it.
     Round(kt)         a marker (no hardware op): round kt of the main loop begins here.
 
-The hardware rule, taken adversarially: groups may complete in any order and at any time, so
-a group is assumed NOT to have arrived until a Wait covers it. And a Wait only speaks for this
-thread's copies: the tile is whole (every thread's slice landed and is visible to all) only
-after a BARRIER that follows the Wait. A Read is safe when the buffer holds the tile and the
-tile's group was covered by a Wait followed by a BARRIER.
+The hardware rule (PTX ISA 9.7.9.25.1.1, async-group mechanism, and 9.7.9.25.3.3,
+cp.async.wait_group): a thread's groups complete in the order it committed them, and a copy's
+writes are visible to the thread only after a wait_group that covers its group has completed.
+A group that has landed without such a wait gives the thread nothing it may read, so the model
+takes no completion for granted: a group counts as arrived only once a Wait covers it. That is
+the visibility rule itself, so a loop the model passes is correct on the hardware, and a loop
+that is correct on the hardware (reads only what a covering wait and a barrier made visible)
+passes. And a Wait only speaks for this thread's copies: the tile is whole (every thread's slice
+landed and is visible to all) only after a BARRIER that follows the Wait. A Read is safe when
+the buffer holds the tile and the tile's group was covered by a Wait followed by a BARRIER.
 
 Violations, each a sentence naming the round and op index:
   (a) the tile's group may still be in flight (no Wait covers it, or it was never committed),

@@ -6,6 +6,7 @@ Run: python -m pytest tests/test_tma.py -q      (GPU tests SKIP with the reason 
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 from pathlib import Path
 
@@ -27,6 +28,17 @@ def _run():
 
 
 ch02 = _run()
+
+
+def _topics():
+    spec = importlib.util.spec_from_file_location("ch02_topics", CH / "topics.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+topics = _topics()
+WAVEFRONTS = ROOT / "chapters" / "01_cp_async" / "wavefronts_h200.json"
 
 
 def aligned(shape, dtype, align=1024):
@@ -83,6 +95,15 @@ def test_rule_rank():
 def test_rule_alignment():
     a = aligned((16, 68), np.int32).reshape(-1)[1:1 + 16 * 64].reshape(16, 64)   # 4 bytes past 1024
     assert "4 bytes past" in broken("alignment", a, (32, 8))
+
+
+def test_rule_alignment_of_a_swizzled_map_is_128_bytes():
+    # CUDA Programming Guide, TMA swizzle: with a swizzle the global address is 128-byte aligned.
+    a = aligned((16, 96), np.float32).reshape(-1)[4:4 + 16 * 64].reshape(16, 64)   # 16 bytes past 1024
+    tensor_map_spec(a, box=(32, 8))                                                  # no swizzle: fine
+    assert "128-byte boundary (swizzle 128B)" in broken("alignment", a, (32, 8), swizzle="128B")
+    b = aligned((16, 96), np.float32).reshape(-1)[32:32 + 16 * 64].reshape(16, 64)  # 128 bytes past
+    tensor_map_spec(b, box=(32, 8), swizzle="128B")
 
 
 def test_rule_contiguous_innermost():
@@ -222,8 +243,32 @@ def test_column_of_32x32_fp32_with_128B_swizzle_is_4_way_not_free():
 def test_16_byte_column_reads():
     plain = [r * 128 for r in range(32)]
     swz = [int(swizzle_offset(r * 128, "128B")) for r in range(32)]
-    assert bank_conflicts(plain, 16) == 32                         # 8 per quarter-warp, 4 quarters
-    assert bank_conflicts(swz, 16) == 4                            # the minimum for 16-byte lanes
+    assert bank_conflicts(plain, 16) == 32                         # 16 rows per half-warp, one bank group
+    assert bank_conflicts(swz, 16) == 4                            # 512 distinct bytes: 4 wavefronts
+
+
+def test_16_byte_reads_are_served_per_half_warp():
+    assert bank_conflicts([80 * (l // 4) for l in range(32)], 16) == 2     # sgemm_tuned's padded A
+    assert bank_conflicts([64 * (l // 4) for l in range(32)], 16) == 4     # unpadded: rows 2 apart collide
+    assert bank_conflicts([256] * 32, 16) == 2                             # one address: once per half
+    assert bank_conflicts([16 * (l % 8) for l in range(32)], 16) == 4      # shared only across quarters
+
+
+@pytest.mark.skipif(not WAVEFRONTS.exists(), reason="no ncu record (chapters/01_cp_async/wavefronts.py ncu)")
+def test_bank_model_agrees_with_ncu_on_the_h200():
+    rec = json.loads(WAVEFRONTS.read_text())
+    assert rec["device"].startswith("NVIDIA H") and rec["ncu"]
+    wf = _wavefronts()
+    for name, width, offsets, _ in wf.PATTERNS:
+        got = rec["counts"][name]["wavefronts_per_request"]
+        assert bank_conflicts(offsets, width) == got, f"{name}: model {bank_conflicts(offsets, width)}, ncu {got}"
+
+
+def _wavefronts():
+    spec = importlib.util.spec_from_file_location("ch01_wavefronts", ROOT / "chapters" / "01_cp_async" / "wavefronts.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def test_rows_and_broadcast_are_free():
@@ -255,7 +300,10 @@ def _header(path):
 
 
 def test_every_chapter_kernel_is_listed():
-    assert {p.stem for p in KERNEL_FILES} == set(ch02.KERNELS)
+    listed = set(ch02.KERNELS) | set(topics.KERNELS)
+    assert listed <= {p.stem for p in KERNEL_FILES}
+    unlisted = {p.stem for p in KERNEL_FILES} - listed
+    assert unlisted <= {"tma_plan_probe", "tma_copy_fast"}, f"kernels no host module runs: {unlisted}"
 
 
 @pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.name)
@@ -280,6 +328,26 @@ def test_cp_async_copy_uses_no_tma_and_tma_copy_no_ldgsts():
     assert not ch02.build("copy_cp_async").uses("tma.load")
     assert not ch02.build("tma_copy_pipelined").uses("cp.async")
     assert not ch02.build("copy_plain").uses("cp.async")
+
+
+def test_topic_kernels_show_the_instructions_they_teach():
+    bulk = topics.build("bulk_add_one").sass_of("bulk_add_one")
+    assert "UBLKCP.S.G" in bulk and "UBLKCP.G.S" in bulk and "UBLKPF.L2" in bulk and "ELECT" in bulk
+    z = topics.build("zfill_tile").sass_of("zfill_tile")
+    assert "LDGSTS.E.BYPASS.128.ZFILL" in z and "ARRIVES.LDGSTSBAR" in z
+    assert "NANOSLEEP.SYNCS" in topics.build("wait_kinds", HOW=2).sass_of("wait_kinds")
+    assert "SYNCS.PHASECHK.TRANS64 " in topics.build("wait_kinds", HOW=0).sass_of("wait_kinds")
+    assert "UTMACCTL.PF" in topics.build("prefetch_map").sass_of("prefetch_map")
+    assert "UTMACCTL.PF" not in topics.build("prefetch_map", PREFETCH=0).sass_of("prefetch_map")
+
+
+@pytest.mark.parametrize("offset", [128, 512])
+def test_shifted_swizzle_model(offset):
+    # the model applied to the buffer's own address bits; on the H200 the probe matched it
+    rec = json.loads((CH / "topics_h200.json").read_text())[f"swizzle_shifted_{offset}"]
+    assert rec["matches_shifted_model"] and not rec["matches_aligned_model"]
+    line = offset // 128
+    assert rec["row0_chunks"] == [c ^ line for c in range(8)]
 
 
 # ----------------------------------------------------------------------------- on an H200
@@ -340,3 +408,15 @@ def test_gpu_wrong_expect_tx_hangs():
     gpu.need("sm_90")
     r = ch02.expect_tx_wrong(timeout=8)
     assert r["verdict"] == "HANG", r
+
+
+def test_gpu_topic_kernels():
+    gpu.need("sm_90")
+    assert all(r["wrong"] == 0 for r in topics.bulk_add_one(n=1 << 22, reps=2))
+    for cols in (70, 68):
+        z = topics.zfill_tile(cols=cols)
+        assert z["inside_wrong"] == 0 and z["outside_not_zero"] == 0
+    assert topics.tx_late()["wrong"] == 0
+    assert topics.tensormap_replace()["ok"]
+    assert topics.swizzle_shifted(128)["matches_shifted_model"]
+

@@ -32,7 +32,10 @@ __device__ __forceinline__ void add_one_tile(const TensorMap* map) {
   __syncthreads();
 
   if (threadIdx.x == 0) {
-    // Announce the bytes BEFORE (or as) they can land: the whole box, 16 * 32 * 4 = 2048.
+    // Announce the whole box, 16 * 32 * 4 = 2048 bytes, no later than the arrival that could
+    // complete the phase: here they are one instruction. Bytes may land before they are announced
+    // (the tx-count goes negative; PTX ISA, "Contents of the mbarrier object"), which tx_late.cu
+    // runs on purpose; what must not happen is the last pending arrival before the expect-tx.
     tma::arrive_expect_tx(&bar, sizeof(tile));
     tma::load_2d(tile, map, x, y, &bar);
   }

@@ -21,6 +21,12 @@
 #define BOX_H 32      // 32 x 64 x 4 = 8 KiB per stage
 #endif
 
+// With one slot the ring deadlocks: the producer's second load waits for the storer to release
+// the slot, and the storer releases a slot only after issuing its NEXT store (it keeps one store in
+// flight), which needs that second load. Two slots are the least that can run.
+static_assert(STAGES >= 2, "tma_copy_pipelined needs STAGES >= 2: with one slot the producer waits for a "
+                           "release that the storer gives only after the next load has landed (deadlock)");
+
 extern "C" __global__ void __launch_bounds__(64) tma_copy_pipelined(
     const __grid_constant__ TensorMap src, const __grid_constant__ TensorMap dst, int tiles_x, int tiles) {
   __shared__ alignas(128) float ring[STAGES][BOX_H][BOX_W];
