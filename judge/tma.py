@@ -317,7 +317,7 @@ class TensorMapSpec:
 class TensorMap:
     """An encoded descriptor: 128 opaque bytes plus the spec that made them."""
     spec: TensorMapSpec
-    opaque: np.ndarray               # 16 x uint64
+    opaque: np.ndarray | None        # 16 x uint64 (None: a map for the CPU model, never encoded)
 
     def as_kernel_arg(self):
         """A NumPy structured scalar of 128 bytes, for a `const __grid_constant__ TensorMap`
@@ -381,10 +381,14 @@ def tensor_map_spec(array, box, *, swizzle: str = "none", elem_strides=None, oob
 def tensor_map(array, box, *, swizzle: str = "none", elem_strides=None, oob_fill: str = "zero",
                l2_promotion: str = "none", interleave: str = "none", dims=None, strides=None) -> TensorMap:
     """Validate (TensorMapError on a broken rule), then encode (needs a GPU driver).
-    Arguments as tensor_map_spec; box, dims, strides and coordinates are INNERMOST FIRST."""
-    return tensor_map_spec(array, box, swizzle=swizzle, elem_strides=elem_strides, oob_fill=oob_fill,
-                           l2_promotion=l2_promotion, interleave=interleave, dims=dims,
-                           strides=strides).encode()
+    Arguments as tensor_map_spec; box, dims, strides and coordinates are INNERMOST FIRST.
+    Over a NumPy array nothing is encoded: the map (opaque None) is for the CPU model of the machine
+    (judge.model), which reads the spec."""
+    spec = tensor_map_spec(array, box, swizzle=swizzle, elem_strides=elem_strides, oob_fill=oob_fill,
+                           l2_promotion=l2_promotion, interleave=interleave, dims=dims, strides=strides)
+    if isinstance(array, np.ndarray):
+        return TensorMap(spec, None)
+    return spec.encode()
 
 
 # ----------------------------------------------------------------------------- models
