@@ -112,6 +112,18 @@ def test_an_ifdef_judge_trace_cannot_hide_the_race_from_the_graded_build():
     assert sgemm_ok(C, A.astype(np.float64) @ B, 72)
 
 
+def test_refilling_a_buffer_before_the_barrier_is_a_write_after_read_race():
+    # wait, refill the buffer tile kt-1 used, and only then the barrier: a slow warp may still be
+    # computing on tile kt-1 when the new copy overwrites it
+    src = (SGEMM / "solution.cu").read_text()
+    moved = src.replace("    __syncthreads();\n    const int next", "    const int next")
+    moved = moved.replace("    __pipeline_commit();\n    compute_tile", "    __pipeline_commit();\n    __syncthreads();\n    compute_tile")
+    assert moved.count("__syncthreads();") == src.count("__syncthreads();")
+    with pytest.raises(model.Violation) as e:
+        sgemm(moved)
+    assert e.value.rule == "async-overwrite-race" and "may still be reading the old data" in e.value.message
+
+
 def test_without_strict_the_race_poisons_the_output():
     C, ref, rep = sgemm(SGEMM / "fixtures/wrong_wait_loose.cu", strict=False)
     assert rep.violations and not sgemm_ok(C, ref, 72)

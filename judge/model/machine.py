@@ -87,11 +87,16 @@ class Machine:
         self.sym = {}                # symbol -> address (global) or shared offset
         self.sym_space = {}
         self.keep = []
+        # module variables (__device__, __constant__) live as long as the module: they keep their
+        # values from one launch to the next, as on the GPU
+        store = self.mod.__dict__.setdefault("_memory", {})
         for v in self.mod.vars:
             if v.space in ("global", "const"):
-                arr = np.zeros(max(v.size, 1), np.uint8)
-                if v.init:
-                    arr[:len(v.init)] = np.frombuffer(v.init, np.uint8)
+                arr = store.get(v.name)
+                if arr is None:
+                    arr = store[v.name] = np.zeros(max(v.size, 1), np.uint8)
+                    if v.init:
+                        arr[:len(v.init)] = np.frombuffer(v.init, np.uint8)
                 self.keep.append(arr)
                 self._add_region(arr)
                 self.sym[v.name] = arr.ctypes.data
@@ -263,8 +268,9 @@ class Machine:
         self.w_time = np.zeros((self.ncta, W), np.int64)
         self.w_group = np.zeros((self.ncta, W), np.int32)
         self.w_pc = np.zeros((self.ncta, W), np.int32)
-        self.r_thread = np.full((self.ncta, W), -1, np.int32)
-        self.r_time = np.zeros((self.ncta, W), np.int64)
+        # the last time each warp (of the whole cluster) read each shared word, and where
+        self.nwarps = -(-n // 32)
+        self.r_wt = np.zeros((self.ncta, W, self.nwarps), np.int64)
         self.r_pc = np.zeros((self.ncta, W), np.int32)
         self.bulk_reading = np.zeros((self.ncta, W), np.int16)
         self.local = np.zeros((n, max(self.local_size, 8)), np.uint8)
@@ -558,52 +564,36 @@ class Machine:
                       f"(cp.async.wait_group in the issuing thread, then a barrier)")
 
     def note_read(self, cta, words, thr, pc):
-        C = np.broadcast_to(cta[:, None], words.shape).ravel()
-        W = words.ravel()
-        T = np.broadcast_to(thr[:, None], words.shape).ravel()
-        cur = self.r_thread[C, W]
-        new = np.where((cur == -1) | (cur == T), T, -2).astype(np.int32)
-        self.r_thread[C, W] = new
-        lost = self.r_thread[C, W] != new
-        if lost.any():
-            self.r_thread[C[lost], W[lost]] = -2
-        self.r_time[C, W] = self.gtime
-        self.r_pc[C, W] = pc
+        C = np.broadcast_to(cta[:, None], words.shape)
+        Wp = np.broadcast_to((thr // 32)[:, None], words.shape)
+        self.r_wt[C, words, Wp] = self.gtime
+        self.r_pc[C, words] = pc
 
     def check_overwrite(self, cta, words, thr, ins, what):
-        """An asynchronous write into words: no other thread may still be reading them."""
-        rt = self.r_thread[cta[:, None], words]
-        if (rt == -1).all():
-            pass
-        else:
-            T = np.broadcast_to(thr[:, None], words.shape)
-            C = np.broadcast_to(cta[:, None], words.shape)
-            sel = (rt != -1) & (rt != T)
-            if sel.any():
-                R, TT, CC, WW = rt[sel], T[sel], C[sel], words[sel]
-                times = self.r_time[CC, WW]
-                ok = np.ones(len(R), bool)
-                single = R >= 0
-                ok[single] = self.VC[TT[single], R[single]] >= times[single]
-                multi = ~single
-                if multi.any():
-                    # several readers: the writer must know every thread of the block up to the read
-                    for q in np.nonzero(multi)[0]:
-                        c = int(CC[q])
-                        rows = np.arange(c * self.nthr_cta, (c + 1) * self.nthr_cta)
-                        live = rows[self.alive[rows] | True]
-                        ok[q] = bool((self.VC[TT[q], live] >= times[q]).all() or
-                                     (self.VC[TT[q], live] >= times[q])[live != TT[q]].all())
-                if not ok.all():
-                    k = int(np.argmin(ok))
-                    reader = "another thread" if R[k] < 0 else self.tdesc(R[k])
+        """An asynchronous write into words: no other thread may still be reading them. The writer
+        must be ordered after each warp's last read (knowing one lane of that warp up to the read:
+        lenient where a warp hands a buffer back through one lane without __syncwarp)."""
+        rt = self.r_wt[cta[:, None], words]                      # (lanes, words, warps)
+        if rt.any():
+            for i in range(len(thr)):
+                t = int(thr[i])
+                row = self.VC[t, :self.n].copy()
+                row[t] = self.gtime
+                pad = (-len(row)) % 32
+                know = np.concatenate([row, np.full(pad, -1)]).reshape(-1, 32).max(axis=1)
+                bad = rt[i] > know[None, :]
+                if bad.any():
+                    j, w = np.argwhere(bad)[0]
+                    c, word = int(cta[i]), int(words[i, j])
                     self.fail("async-overwrite-race", ins,
-                              f"{self.tdesc(TT[k])}'s {what} at {self.where(ins)} overwrites shared "
-                              f"[0x{4 * int(WW[k]):x}], which {reader} read at "
-                              f"{self.where(self.k.code[int(self.r_pc[CC[k], WW[k]])])} with no barrier in "
-                              f"between: that thread may still be reading the old tile. A barrier (or an "
-                              f"mbarrier arrive -> wait) must separate the last read of a buffer from "
-                              f"the copy that refills it")
+                              f"{self.tdesc(t)}'s {what} at {self.where(ins)} overwrites shared "
+                              f"[0x{4 * word:x}], which warp {w % (self.nthr_cta // 32 or 1)}"
+                              f"{' of block rank ' + str(w * 32 // self.nthr_cta) if self.ncta > 1 else ''} "
+                              f"read at {self.where(self.k.code[int(self.r_pc[c, word])])} with no barrier "
+                              f"in between: that warp may still be reading the old data. A barrier (or an "
+                              f"mbarrier arrive -> wait) must separate the last read of a buffer from the "
+                              f"copy that refills it")
+                    break
         st = self.w_state[cta[:, None], words]
         if (st == CPA_PENDING).any() or (st == TMA_PENDING).any():
             i, j = np.argwhere((st == CPA_PENDING) | (st == TMA_PENDING))[0]
@@ -820,9 +810,10 @@ class Machine:
                 wt = self.w_thread[c, idx]
                 ok = colmin[wt] >= self.w_time[c, idx]
                 st[idx[ok]] = PLAIN
-        rt = self.r_thread[c]
-        mine = (rt >= c * self.nthr_cta) & (rt < (c + 1) * self.nthr_cta)
-        rt[mine | ((rt == -2) & (self.ncta == 1))] = -1
+        if self.ncta == 1:
+            self.r_wt[c] = 0
+        else:                                   # only this block's warps are known to all of it
+            self.r_wt[c][:, c * self.nthr_cta // 32:(c + 1) * self.nthr_cta // 32] = 0
 
     def _try_release_cluster(self, ins):
         """barrier.cluster.wait returns once every live thread of the cluster arrived for that phase."""
