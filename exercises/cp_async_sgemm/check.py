@@ -27,7 +27,7 @@ JT_LOAD, JT_COMMIT, JT_WAIT, JT_BARRIER, JT_READ = 1, 2, 3, 4, 5   # judge/inclu
 
 def inputs(case, xp, rng):
     M, N, K = case["M"], case["N"], case["K"]
-    return {"A": rng.uniform(-1, 1, (M, K), dtype=xp.float32), "B": rng.uniform(-1, 1, (K, N), dtype=xp.float32)}
+    return {"A": rng.uniform(-1, 1, (M, K)).astype(xp.float32), "B": rng.uniform(-1, 1, (K, N)).astype(xp.float32)}
 
 
 def outputs(case, ins, xp):
