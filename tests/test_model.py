@@ -308,3 +308,62 @@ extern "C" __global__ void k(const __grid_constant__ TensorMap m, float* out) {
     with pytest.raises(model.Violation) as e:
         run_src(src, "k", block=(32, 1, 1), args=(tma.tensor_map_spec(x, box=(32, 8)), np.zeros(256, np.float32)))
     assert e.value.rule in ("tma-read-before-complete", "tma-visibility")
+
+
+# ------------------------------------------------------------------------------------------- clusters
+def test_a_cluster_reads_its_neighbours_shared_memory_through_mapa():
+    src = r'''
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void __cluster_dims__(2, 1, 1) k(float* out, const float* in) {
+  __shared__ float s[64];
+  cg::cluster_group cl = cg::this_cluster();
+  s[threadIdx.x] = in[blockIdx.x * 64 + threadIdx.x];
+  cl.sync();                                                  // barrier.cluster.arrive + wait
+  const float* other = cl.map_shared_rank(s, cl.block_rank() ^ 1);   // mapa
+  out[blockIdx.x * 64 + threadIdx.x] = other[63 - threadIdx.x];      // ld.shared::cluster
+  cl.sync();                                                  // keep s alive until the neighbour read it
+}'''
+    x = np.random.default_rng().standard_normal(256).astype(np.float32)
+    out = compare.poison(np.empty(256, np.float32))
+    rep = model.run(build.compile(src), "k", grid=(4, 1, 1), block=(64, 1, 1), args=(out, x))
+    assert np.array_equal(out, x.reshape(4, 64)[[1, 0, 3, 2]][:, ::-1].ravel())
+    assert rep.counts["barrier.cluster.wait"] == 2 * 256
+
+
+MCAST = HEAD + r'''
+extern "C" __global__ void __cluster_dims__(2, 1, 1) k(const __grid_constant__ TensorMap m, float* out) {
+  __shared__ alignas(128) float box[8 * 32];
+  __shared__ alignas(8) unsigned long long bar;
+  unsigned rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  if (threadIdx.x == 0) { tma::mbar_init(&bar, 1); tma::fence_proxy_async(); }
+  asm volatile("barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  if (threadIdx.x == 0) tma::arrive_expect_tx(&bar, EXPECT);       // each block expects the whole box
+  if (threadIdx.x == 0 && rank == 0) {                             // one block loads it into both
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;"
+                 :: "r"(tma::smem(box)), "l"(tma::gmap(&m)), "r"(0), "r"(0), "r"(tma::smem(&bar)),
+                    "h"((unsigned short)3) : "memory");
+  }
+  while (!tma::try_wait(&bar, 0)) {}
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) out[rank * 256 + i] = box[i];
+  asm volatile("barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}'''
+
+
+def test_a_multicast_tma_load_fills_every_block_of_the_mask():
+    x = aligned(np.random.default_rng().standard_normal((8, 32)).astype(np.float32))
+    out = compare.poison(np.empty(512, np.float32))
+    rep = model.run(build.compile(MCAST, defines={"EXPECT": 1024}), "k", grid=(2, 1, 1), block=(32, 1, 1),
+                    args=(tma.tensor_map_spec(x, box=(32, 8)), out))
+    assert np.array_equal(out, np.concatenate([x.ravel(), x.ravel()]))
+    assert rep.counts["tma.load"] == 1 and rep.counts["smem_fill.tma.bytes"] == 2 * 1024
+
+
+def test_a_multicast_block_that_expects_too_many_bytes_hangs():
+    x = aligned(np.random.default_rng().standard_normal((8, 32)).astype(np.float32))
+    with pytest.raises(model.Hang) as e:
+        model.run(build.compile(MCAST, defines={"EXPECT": 2048}), "k", grid=(2, 1, 1), block=(32, 1, 1),
+                  args=(tma.tensor_map_spec(x, box=(32, 8)), np.zeros(512, np.float32)))
+    assert "tx-count 1024 bytes outstanding" in str(e.value)

@@ -138,7 +138,12 @@ def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_
         raise KeyError(f"no kernel {kernel!r} in the PTX (kernels: {', '.join(mod.kernels)}); "
                        f"declare it extern \"C\" __global__")
     k = mod.kernels[kernel]
-    grid, block, cluster = _dim3(grid), _dim3(block), _dim3(cluster)
+    grid, block, cluster = _dim3(grid), _dim3(block), _dim3(cluster or (1, 1, 1))
+    if k.cluster_dims:                       # __cluster_dims__ in the source decides
+        if cluster not in ((1, 1, 1), k.cluster_dims):
+            raise ValueError(f"{kernel} is compiled with __cluster_dims__{k.cluster_dims}; launched with "
+                             f"cluster {cluster}")
+        cluster = k.cluster_dims
     for g, c in zip(grid, cluster):
         if g % c:
             raise ValueError(f"grid {grid} is not a multiple of the cluster {cluster}")

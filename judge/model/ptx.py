@@ -69,6 +69,7 @@ class Kernel:
     regs: dict                # name or prefix -> type
     shared: list              # [Var] (kernel-local .shared, demoted)
     local: list
+    cluster_dims: tuple | None = None     # __cluster_dims__ (.reqnctapercluster)
 
 
 @dataclass
@@ -223,10 +224,15 @@ def parse(text: str) -> Module:
                 params.append((pm.group(2), size, int(al.group(1)) if al else es))
             # body: from the first '{' to its match
             i += 1
+            directives = ""
             while "{" not in _COMMENT.sub("", lines[i]):
+                directives += " " + _COMMENT.sub("", lines[i])
                 i += 1
             body_start = i
             k = Kernel(name, params, [], {}, {}, [], [])
+            cm = re.search(r"\.reqnctapercluster\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", directives)
+            if cm:
+                k.cluster_dims = tuple(int(x) if x else 1 for x in cm.groups())
             scopes = _Scopes()
             depth = 0
             buf = ""
