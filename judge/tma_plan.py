@@ -5,8 +5,9 @@
     p.rank, p.dims, p.box, p.strides     # 3, (64, 8, 4), (64, 8, 4), (512, 128)  (inner first)
     p.copies                             # 1: one cp.async.bulk.tensor.3d moves the whole tile
     p.steps                              # what the planner did, in words
-    tma_plan.plan((8, 256), "float16", (8, 256), swizzle="none").dims     # (2048,) as uint32 ... see below
-    r = tma_plan.plan((4, 4, 4, 4, 4, 8), "float32", (4, 5, 6, 7, 9, 8))  # a Refusal: rule 'rank'
+    q = tma_plan.plan((4, 512), "uint8", (4, 512))   # merged to one dimension, moved as uint64
+    q.dtype, q.dims, q.box                           # 'uint64', (256,), (256,)
+    r = tma_plan.plan((2, 2, 2, 2, 2, 4), "float32", (4, 4, 4, 4, 4, 8))   # a Refusal: rule 'rank'
     r.rule, r.fallback
 
 judge.tma.tensor_map() checks ONE map against the hardware rules and refuses a tile that breaks
@@ -27,12 +28,13 @@ This module plans it in five steps, each one a rule of the hardware:
   3. merge       a dimension that the tile covers entirely (box == global extent) and whose
                  next dimension starts right after it (stride[i+1] == stride[i] * dim[i]) is
                  merged with that next one: one dimension fewer, same bytes, same order. A
-                 merge that would make a box dimension exceed 256 is made only where step 4
-                 can fix it (the innermost dimension, without swizzle).
-  4. promote     an innermost box above 256 elements is moved as a wider element type
-                 (1 -> 2 -> 4 -> 8 bytes: uint16, uint32, uint64): TMA moves bits, so the bytes
-                 are the same. Any box dimension still above 256 is split into several copies
-                 (the smallest count that divides it).
+                 merge is made only if the merged box stays legal: at most 256 elements, or,
+                 for the innermost dimension without swizzle, at most 256 after step 4.
+  4. promote     an innermost box above 256 elements (no swizzle) is moved as a wider element
+                 type: the smallest factor 2, 4 or 8 (at most 8-byte elements: uint16, uint32,
+                 uint64) that brings it to 256 and divides both the box and the dimension. TMA
+                 moves bits, so the bytes are the same. Any box dimension still above 256 is
+                 split into several copies (the smallest count that divides it).
   5. check       rank above 5 is refused with a fallback (rule 'rank'); then the map goes through
                  judge.tma's own validation (TensorMapSpec.validate: strides, box, swizzle span,
                  ...), so every rule is checked in one place and a broken one is refused by name.
@@ -159,6 +161,17 @@ def _contiguous_strides(shape) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _widen(box: int, dim: int, eb: int) -> int | None:
+    """The smallest factor f (1, 2, 4, 8; eb * f <= 8 bytes) that brings an innermost box of `box`
+    elements of eb bytes to at most 256 elements, dividing both the box and the dimension."""
+    f = 1
+    while eb * f <= 8:
+        if box % f == 0 and dim % f == 0 and box // f <= MAX_BOX:
+            return f
+        f *= 2
+    return None
+
+
 def plan(tile, dtype: str, shape, strides=None, swizzle: str = "none") -> Plan | Refusal:
     """Plan the copy of a tile at the origin of a global tensor into shared memory.
 
@@ -207,26 +220,22 @@ def plan(tile, dtype: str, shape, strides=None, swizzle: str = "none") -> Plan |
         b = [atom] + b[1:] + [n_atoms]
         st = [1] + st[1:] + [atom]
 
-    # 3. merge fully boxed, contiguous neighbours
-    promotable = not span
+    # 3. merge fully boxed, contiguous neighbours (while the merged box stays legal)
     i = 0
     while i + 1 < len(g):
-        merged_box = b[i] * b[i + 1]
-        fits = merged_box <= MAX_BOX or (i == 0 and promotable and merged_box * eb <= MAX_BOX * 8
-                                          and (merged_box * eb) % 8 == 0)
-        if b[i] == g[i] and st[i + 1] == st[i] * g[i] and fits:
-            steps.append(f"merged dims {i} and {i + 1} (inner first): {g[i]} x {g[i + 1]} -> {g[i] * g[i + 1]}")
-            g[i:i + 2], b[i:i + 2], st[i:i + 2] = [g[i] * g[i + 1]], [merged_box], [st[i]]
+        merged_box, merged_dim = b[i] * b[i + 1], g[i] * g[i + 1]
+        legal = merged_box <= MAX_BOX or (i == 0 and not span and _widen(merged_box, merged_dim, eb) is not None)
+        if b[i] == g[i] and st[i + 1] == st[i] * g[i] and legal:
+            steps.append(f"merged dims {i} and {i + 1} (inner first): {g[i]} x {g[i + 1]} -> {merged_dim}")
+            g[i:i + 2], b[i:i + 2], st[i:i + 2] = [merged_dim], [merged_box], [st[i]]
         else:
             i += 1
 
     # 4. promote the element type for a long innermost box; split what is still too big
     out_dtype = dtype
-    if b[0] > MAX_BOX and promotable:
-        f = 1
-        while b[0] // f > MAX_BOX and eb * f < 8:
-            f *= 2
-        if f > 1 and b[0] % f == 0 and g[0] % f == 0:
+    if b[0] > MAX_BOX and not span:
+        f = _widen(b[0], g[0], eb)
+        if f:
             out_dtype = PROMOTE[eb * f]
             steps.append(f"promoted {dtype} to {out_dtype}: the inner box {b[0]} -> {b[0] // f} elements")
             g[0], b[0] = g[0] // f, b[0] // f

@@ -1,12 +1,14 @@
-// sgemm_tuned2.cu - cp.async SGEMM tuned at the register level: A stored K-major, 8x8 per thread as four 4x4 quadrants, fragments double-buffered, one barrier per k-tile.
+// sgemm_tuned2.cu - cp.async SGEMM tuned at the register level: 128x256 block tiles, 8x16 outputs per thread in 4x4 quadrants, A stored K-major, fragments double-buffered, one barrier per k-tile.
 // judge: target=sm_90a features=cp.async,cp.async.commit,cp.async.wait defines=STAGES=3
 // Build and inspect: python -c "from judge import build; b = build.compile('chapters/01_cp_async/sgemm_tuned2.cu'); print(b.resources); print(b.sass_of('sgemm_tuned2'))"
-// Run: chapters/01_cp_async/sgemm.py tuned2_table() (check against float64, time against cuBLAS).
+// Run: chapters/01_cp_async/sgemm.py baselines_table() / tuned2_sweep(configs) (checked against
+// float64, timed against cuBLAS in the same process); sass_mix('sgemm_tuned2.cu') for the loop's instructions.
 //
 // C = A @ B, row-major float32, A is M x K, B is K x N, C is M x N; C is written, never read.
-// Shapes: M multiple of BM (128), N multiple of BN (128, or 256 with NQ=4), K a multiple of BK; the host refuses others.
+// Shapes: M multiple of BM (128), N multiple of BN (256; 128 with NQ=2), K a multiple of BK (16);
+// the host refuses others.
 // Launch: grid (N / BN, M / BM), 256 threads, dynamic shared memory
-// STAGES * BK * (BM + APAD + BN) * 4 bytes (above 48 KB the host opts in).
+// STAGES * BK * (BM + APAD + BN) * 4 bytes: 74.5 KB with the defaults (the host opts in above 48 KB).
 //
 // What changes from sgemm_tuned.cu (which stores A row-major and reads it along k):
 //  * A is stored K-MAJOR in shared memory, As[k][m]: one LDS.128 then gives 4 consecutive rows of
@@ -14,19 +16,25 @@
 //    transpose, so A travels in 4-byte copies (LDGSTS.E, through L1): a warp copies an 8 (k) x 4 (m)
 //    patch, 4 rows of 32 bytes in global memory (4 full sectors), and writes As[k][m] with the row
 //    length padded to BM + 4 floats, so that (4 k + m) mod 32 gives the 32 lanes 32 different banks.
-//  * Each thread owns 8x8 outputs as four 4x4 quadrants: rows r0 + {0..3} and r0 + 32 + {0..3},
-//    columns c0 + {0..3} and c0 + 16 + {0..3}. Per k a thread issues 4 LDS.128 (2 of A, 2 of B)
-//    for 64 FFMA. In one LDS.128 of A the 32 lanes read 8 distinct 16-byte pieces of one 128-byte
-//    line (4 lanes share each): no bank conflict; B likewise with 4 distinct pieces.
-//  * Fragments are double-buffered in registers: the LDS of step k+1 are issued before the 64
+//  * Each thread owns 8 x (4 NQ) outputs as 4x4 quadrants: rows r0 + {0..3} and r0 + WM/2 + {0..3},
+//    columns c0 + QN q + {0..3}. With NQ = 4 (the default) a thread issues 6 LDS.128 (2 of A, 4 of
+//    B) per k for 128 FFMA: 0.75 bytes of shared memory per FFMA, against 1.0 for 8x8 outputs.
+//    In one LDS.128 of A the 32 lanes read 8 distinct 16-byte pieces of one 128-byte line (4 lanes
+//    share each): no bank conflict; B likewise with 4 distinct pieces.
+//  * Fragments are double-buffered in registers: the LDS of step k+1 are issued before the
 //    FFMA of step k, so shared-memory latency hides behind arithmetic of the same warp.
 //  * One __syncthreads per k-tile, placed before the last k step: it proves both that tile kt+1
 //    has landed (after each thread's cp.async wait) and that every warp has finished reading
 //    tile kt, whose buffer the next iteration's copy overwrites.
-//  * __launch_bounds__(256, MIN_BLOCKS): with MIN_BLOCKS = 2 ptxas must fit 128 registers per
-//    thread (64 accumulators + 32 fragment registers + addresses), so two blocks (16 warps) share
-//    an SM and one block's barrier wait is covered by the other block's FFMA.
+//  * __launch_bounds__(256, MIN_BLOCKS). The 128 accumulators of 8x16 outputs leave room for one
+//    block (8 warps) per SM (MIN_BLOCKS = 1). The 8x8 variant (NQ = 2, MIN_BLOCKS = 2) fits 128
+//    registers, so two blocks share an SM; on the H200 it was 2-3 % slower (sgemm.py tuned2_sweep).
 //  * Grouped block order (GROUP_M block rows walked together) for L2 reuse; float4 stores of C.
+//
+// Measured on the H200 (2026-11-30, cuBLAS FP32 in the same process): 43.6 TFLOPS at 4096^3 (0.85
+// of cuBLAS), 44.3 at 8192^3 (0.87). Where the rest goes (Nsight Compute, 4096^3): 8 warps per SM,
+// so 2 per scheduler; in 21 % of cycles neither is ready to issue, and 14 % of the loop's
+// instructions are not FFMA: the FMA pipe is busy 66 % of the elapsed cycles.
 
 #include <cuda_pipeline.h>
 
@@ -37,7 +45,7 @@
 #define BK 16             // depth of one k-tile (multiple of 8)
 #endif
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS 2      // resident blocks per SM the register budget must allow
+#define MIN_BLOCKS 1      // resident blocks per SM the register budget must allow (2 with NQ=2)
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8         // block rows walked together (L2 reuse)
@@ -46,7 +54,7 @@
 #define WARPS_M 2         // 2 x 4 warps of 64 x 32 outputs, or 4 x 2 warps of 32 x 64
 #endif
 #ifndef NQ
-#define NQ 2              // 4-wide column quadrants per thread: 2 (8x8 outputs, BN 128) or 4 (8x16, BN 256)
+#define NQ 4              // 4-wide column quadrants per thread: 4 (8x16 outputs, BN 256) or 2 (8x8, BN 128)
 #endif
 
 #define BM 128
