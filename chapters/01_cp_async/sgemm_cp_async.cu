@@ -11,7 +11,7 @@
 // (above 48 KB the host must first raise cudaFuncAttributeMaxDynamicSharedMemorySize;
 //  Hopper allows up to 227 KB per block, so up to 28 stages would fit one block; but the wait below,
 //  __pipeline_wait_prior(n), is a switch over n = 0..7 in <cuda_pipeline_primitives.h> that sends
-//  every larger n to wait_group 8 (the header's _CUDA_PIPELINE_MAX_STAGES), so past 10 stages the loop
+//  every larger n to wait_group 8 (<cuda_pipeline_helpers.h> clamps at _CUDA_PIPELINE_MAX_STAGES, 8), so past 10 stages the loop
 //  waits for more groups than it has to and the extra buffers stop adding copies in flight. The clamp
 //  is the header's, not the hardware's: PTX sets no bound on cp.async.wait_group N, and a raw
 //  `cp.async.wait_group 12` compiles to DEPBAR.LE SB0, 0xc (chapter 1, section 4, shows both).

@@ -4,8 +4,8 @@
 //
 // Each thread commits GROUPS groups of one 16-byte cp.async each, then waits until at most WAIT_N
 // of them are pending. <cuda_pipeline_primitives.h> implements __pipeline_wait_prior(n) as a switch
-// over n = 0..7 whose default case waits with 8 (_CUDA_PIPELINE_MAX_STAGES): any larger n becomes
-// DEPBAR.LE SB0, 0x8. The PTX ISA sets no bound on N (section 9.7.9.25.3.3, cp.async.wait_group),
+// over n = 0..7 whose default case waits with 8, and the template it calls clamps its count at
+// _CUDA_PIPELINE_MAX_STAGES = 8 (<cuda_pipeline_helpers.h>): any larger n becomes DEPBAR.LE SB0, 0x8. The PTX ISA sets no bound on N (section 9.7.9.25.3.3, cp.async.wait_group),
 // and ptxas keeps the raw form's N: wait_group 12 becomes DEPBAR.LE SB0, 0xc. (The SASS field has
 // 6 bits: in this compiler wait_group 64 came out as 0x3f.)
 #include <cuda_pipeline.h>
