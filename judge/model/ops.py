@@ -234,7 +234,19 @@ def _fma(m, ins):
     def run(ins, mask, full):
         r = _f(m.rd(a, ty, ins)) * _f(m.rd(b, ty, ins)) + _f(m.rd(c, ty, ins))
         m.wr(d, _round_to(_sat(r, ins), ty), mask, full)
-    return run
+    if ty != "f32" or "sat" in ins.parts or not all(o.kind == "reg" and not o.neg for o in (d, a, b, c)):
+        return run
+    R = m.regs
+    f32, f64, u32 = np.float32, np.float64, np.uint32
+
+    def fast(ins, mask, full):
+        # the hot path of every GEMM: three float32 registers, product exact in float64, one rounding
+        x, y, z, o = R.get(a.name), R.get(b.name), R.get(c.name), R.get(d.name)
+        if x is None or y is None or z is None or o is None or not full or \
+                not (x.dtype == y.dtype == z.dtype == o.dtype == u32):
+            return run(ins, mask, full)
+        o[:] = (x.view(f32).astype(f64) * y.view(f32) + z.view(f32)).astype(f32).view(u32)
+    return fast
 
 
 def _shift(m, ins):
