@@ -125,7 +125,7 @@ def _run_model(b, mod, ex, sub, checked) -> Result | None:
             checked.append(f"the CPU model could not run this kernel ({type(e).__name__}: {e}); not checked by it")
             return None
         bad = _first_failure(comps)
-        if bad:
+        if bad is not None:
             return Result(Verdict.WRONG, bad.message, checked=checked,
                           details=["on the CPU model of the machine (asynchronous copies land as late as the "
                                    "rules allow, shared memory a stage releases is poisoned)"])
@@ -311,7 +311,7 @@ def grade(sub, mod) -> Result:
         except _launch.LaunchError as e:
             return Result(Verdict.WRONG, str(e), checked=checked)
         bad = _first_failure(comps)
-        if bad:
+        if bad is not None:
             return Result(Verdict.WRONG, bad.message, checked=checked,
                           details=[f"passed {i} case(s) before this one"])
     checked.append(f"{len(cases)} cases correct on {gpu.info().name}")

@@ -70,9 +70,11 @@ def check_shape(grid, block, cluster=None) -> tuple[tuple, tuple, tuple | None]:
 
 
 def _is_model_launch(args) -> bool:
-    arrays = [a for a in args if isinstance(a, np.ndarray)]
+    """True when the arguments live on the host: NumPy arrays, or tensor maps made over NumPy arrays."""
+    host = [a for a in args if (isinstance(a, np.ndarray) and a.dtype.fields is None)
+            or (hasattr(a, "spec") and getattr(a, "opaque", 0) is None)]
     devices = [a for a in args if hasattr(a, "data_ptr") or (hasattr(a, "data") and hasattr(a.data, "ptr"))]
-    return bool(arrays) and not devices
+    return bool(host) and not devices
 
 
 def launch(build, kernel: str, *, grid, block, args=(), shared_bytes: int = 0, cluster=None,
