@@ -47,12 +47,13 @@ FEATURES: dict[str, Feature] = {
     "tcgen05.f8f6f4": Feature(r"\bUTCQMMA\b", "tcgen05 MMA on 8/6/4-bit inputs, kind::f8f6f4 / mxf8f6f4 (UTCQMMA)"),
     "tcgen05.f4": Feature(r"\bUTCOMMA\b", "tcgen05 block-scaled 4-bit MMA, kind::mxf4nvf4 (UTCOMMA)"),
     "tcgen05.commit": Feature(r"\bUTCBAR\b", "tcgen05.commit: MMA completion arrives on an mbarrier (UTCBAR)"),
-    "tmem.alloc": Feature(r"\bUTCATOMSWS\.FIND_AND_SET\b", "tensor-memory allocation, tcgen05.alloc (UTCATOMSWS.FIND_AND_SET)"),
-    "tmem.dealloc": Feature(r"\bUTCATOMSWS\.AND\b", "tensor-memory release, tcgen05.dealloc (UTCATOMSWS.AND)"),
+    "tmem.alloc": Feature(r"\bUTCATOMSWS(?:\.2CTA)?\.FIND_AND_SET\b", "tensor-memory allocation, tcgen05.alloc (UTCATOMSWS[.2CTA].FIND_AND_SET)"),
+    "tmem.dealloc": Feature(r"\bUTCATOMSWS(?:\.2CTA)?\.AND\b", "tensor-memory release, tcgen05.dealloc (UTCATOMSWS[.2CTA].AND)"),
     "tmem.relinquish": Feature(r"\bUVIRTCOUNT\.DEALLOC\.SMPOOL\b", "tcgen05.relinquish_alloc_permit (UVIRTCOUNT.DEALLOC.SMPOOL)"),
     "tmem.ld": Feature(r"\bLDTM\b", "tensor memory -> registers, tcgen05.ld (LDTM)"),
     "tmem.st": Feature(r"\bSTTM\b", "registers -> tensor memory, tcgen05.st (STTM)"),
     "tmem.cp": Feature(r"\bUTCCP\b", "shared memory -> tensor memory, tcgen05.cp (UTCCP)"),
+    "tcgen05.2cta": Feature(r"\bUTC[HQO]MMA\S*\.2CTA\b", "2-SM tcgen05 MMA, cta_group::2 (UTCHMMA.2CTA)"),
 }
 
 
