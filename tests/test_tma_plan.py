@@ -1,0 +1,132 @@
+"""judge.tma_plan: a TMA descriptor planned as a compiler does (swizzle atoms, merges, promotion,
+copies, refusals), checked against judge.tma's rules and a CPU model of the copies; the chapter-2
+kernels that run the planned map and the fast TMA copy build and show their instructions.
+
+    python -m pytest tests/test_tma_plan.py -q        # GPU tests skip with the reason elsewhere
+"""
+import sys
+
+import numpy as np
+import pytest
+
+from judge import config, exercise, gpu, tma, tma_plan
+
+CH2 = config.CHAPTERS_DIR / "02_tma"
+CASES = exercise.import_file(config.EXERCISES_DIR / "tma_plan" / "check.py", "tma_plan_check_cases").CASES
+
+
+def test_the_pages_tile_becomes_one_rank3_copy():
+    # TIRx's copy_async -> tma page: 8x256 float16 under the 128-byte swizzle encodes
+    # dims (64, 8, 4), strides (512, 128), box (64, 8, 4), issued once.
+    p = tma_plan.plan((8, 256), "float16", (8, 256), swizzle="128B")
+    assert (p.rank, p.dims, p.strides, p.box, p.swizzle) == (3, (64, 8, 4), (512, 128), (64, 8, 4), "128B")
+    assert p.n_copies == 1 and p.box_bytes == 8 * 256 * 2 and p.dtype == "float16"
+    assert p.spec().validate() is not None           # judge.tma's own rules accept it
+    assert p.coords() == [(0, 0, 0)]
+
+
+def test_without_the_split_judge_tma_refuses_the_same_tile():
+    with pytest.raises(tma.TensorMapError) as e:
+        tma.TensorMapSpec("float16", 0, (256, 8), (512,), (256, 8), (1, 1), "128B").validate()
+    assert e.value.rule == "swizzle_span"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_every_plan_moves_exactly_the_tile_in_the_promised_order(case):
+    _, tile, dtype, shape, strides, swz = case
+    p = tma_plan.plan(tile, dtype, shape, strides, swz)
+    if not p:
+        assert p.rule in tma.RULES, p
+        return
+    p.spec().validate()
+    assert all(1 <= b <= 256 for b in p.box) and p.rank <= 5
+    got, want = tma_plan.simulate(p), tma_plan.tile_bytes(tile, dtype, shape, strides, swz)
+    assert got.size == want.size and (got == want).all()
+
+
+@pytest.mark.parametrize("args,rule", [
+    (((64, 64), "float32", (64, 64), (128, 2)), "contiguous"),
+    (((2, 2, 2, 2, 2, 4), "float32", (4, 4, 4, 4, 4, 8)), "rank"),
+    (((8, 96), "float16", (8, 96), None, "128B"), "swizzle_span"),
+    (((8, 8), "float32", (10, 10)), "strides"),
+    (((8, 5), "float32", (64, 64)), "box_inner"),
+    (((8, 8), "int8", (8, 8)), "dtype"),
+])
+def test_refusals_name_the_rule(args, rule):
+    r = tma_plan.plan(*args)
+    assert not r and r.rule == rule and rule in tma.RULES
+    assert rule in str(r)
+
+
+def test_a_rule_only_judge_tma_knows_is_reported_through_judge_tma(monkeypatch):
+    # the planner does not repeat judge.tma's checks: whatever validate() refuses, the plan refuses
+    def refuse(self):
+        raise tma.TensorMapError("elem_strides", "refused by judge.tma")
+    monkeypatch.setattr(tma.TensorMapSpec, "validate", refuse)
+    r = tma_plan.plan((8, 256), "float16", (8, 256), swizzle="128B")
+    assert not r and r.rule == "elem_strides" and "refused by judge.tma" in r.message
+
+
+def test_merges_need_a_full_box_and_a_contiguous_neighbour():
+    assert tma_plan.plan((4, 64), "float32", (100, 64)).dims == (6400,)               # rows back to back
+    assert tma_plan.plan((16, 64), "float32", (64, 64), (80, 1)).rank == 2            # padded rows
+    assert tma_plan.plan((4, 32), "float32", (100, 64)).rank == 2                     # half rows
+    assert tma_plan.plan((64, 64), "float32", (1024, 64)).rank == 2                   # 4096 > 256 even as uint64
+
+
+def test_long_rows_are_promoted_then_split():
+    p = tma_plan.plan((2, 8, 32), "float16", (10, 8, 32))
+    assert (p.dtype, p.dims, p.box, p.n_copies) == ("uint32", (1280,), (256,), 1)
+    q = tma_plan.plan((512, 8), "float32", (4096, 100))
+    assert q.copies == (1, 2) and q.box == (8, 256) and q.coords() == [(0, 0), (0, 256)]
+    assert (tma_plan.simulate(q) == tma_plan.tile_bytes((512, 8), "float32", (4096, 100))).all()
+
+
+def test_expected_shared_memory_is_the_128b_swizzle_of_each_atom():
+    # element (row r, column c) of the page's tile: atom j = c // 64 at j * 1024, row r at + r * 128,
+    # its 16-byte chunk (c % 64) // 8 moved to chunk ((c % 64) // 8) ^ r: the 128B rule per atom
+    p = tma_plan.plan((8, 256), "float16", (8, 256), swizzle="128B")
+    tile = np.arange(8 * 256, dtype=np.uint16).reshape(8, 256)
+    smem = tma_plan.expected_smem(p, tile).view(np.uint16)
+    for r in range(8):
+        for c in range(0, 256, 8):
+            j, chunk = c // 64, (c % 64) // 8
+            at = (j * 1024 + r * 128 + ((chunk ^ r) * 16)) // 2
+            assert (smem[at:at + 8] == tile[r, c:c + 8]).all(), (r, c)
+
+
+# ----------------------------------------------------------------------------- chapter 2 kernels
+def _ch02():
+    sys.path.insert(0, str(CH2))
+    import run
+    return run
+
+
+def test_plan_probe_kernel_issues_one_rank3_tma_load():
+    b = _ch02().build("tma_plan_probe", ROWS=8, ATOMS=4)
+    k = b.sass_of("tma_plan_probe")
+    assert "UTMALDG.3D" in k and k.count("UTMALDG") == 1
+    assert b.uses("mbarrier.expect_tx") and b.uses("mbarrier.wait")
+
+
+@pytest.mark.parametrize("cfg", _ch02().FAST_CONFIGS, ids=lambda c: c[0])
+def test_fast_copy_configurations_build_and_fit(cfg):
+    name, defines, view_cols, per_sm, *_ = cfg
+    b = _ch02().build("tma_copy_fast", **defines)
+    assert b.uses("tma.load") and b.uses("tma.store") and b.resources["tma_copy_fast"]["spill_stores"] == 0
+    smem = defines["STAGES"] * defines["BOX_W"] * defines["BOX_H"] * 4 + b.resources["tma_copy_fast"]["shared"]
+    assert per_sm * (smem + 1024) <= 228 * 1024, f"{name}: {per_sm} blocks of {smem} B do not fit an SM"
+    assert defines.get("STORE_LAG", 1) < defines["STAGES"]
+
+
+def test_plan_probe_on_the_gpu_matches_the_model_byte_for_byte():
+    gpu.need("sm_90")
+    r = _ch02().plan_probe()
+    assert r["ok"] and r["copies"] == 1, r
+
+
+def test_fast_copy_is_exact_on_the_gpu():
+    gpu.need("sm_90")
+    ch02 = _ch02()
+    rows = ch02.copy_fast(ch02.FAST_CONFIGS[:2], nbytes=64 << 20, reps=3)
+    assert all(r["wrong elements"] == 0 for r in rows), rows
