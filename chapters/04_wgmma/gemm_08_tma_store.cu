@@ -34,7 +34,9 @@
 #endif
 #define CONSUMERS (BM / 64)
 #define THREADS (128 * (CONSUMERS + 1))
-#define CLUSTER 2
+#ifndef CLUSTER
+#define CLUSTER 2       // blocks sharing B by multicast (1: no cluster, plain TMA loads)
+#endif
 #define TL_EVENTS 1024  // timeline: events recorded per role
 
 #ifdef TIMELINE
@@ -53,6 +55,16 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
   const int r = t % per_group;
   tm = first_m + r % rows;
   tn = r / rows;
+}
+
+// A consumer warpgroup (one thread) frees a slot in every block of the cluster: the producers
+// multicast into all of them, so each needs every block's consumers to be done with the slot.
+__device__ __forceinline__ void release(unsigned long long* empty_slot) {
+  if (CLUSTER == 1) {
+    tma::arrive(empty_slot);
+  } else {
+    for (int p = 0; p < CLUSTER; ++p) wg::arrive_cluster(empty_slot, p);
+  }
 }
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
@@ -99,8 +111,11 @@ gemm_tma_store(const __grid_constant__ TensorMap mapA, const __grid_constant__ T
           tma::wait(&empty[s], (round & 1) ^ 1);   // fresh barrier: parity 1 is already complete
           tma::arrive_expect_tx(&full[s], A_BYTES + B_BYTES);
           tma::load_2d(sA + s * A_BYTES, &mapA, kt * BK, m0, &full[s]);
-          wg::load_2d_multicast(sB + s * B_BYTES + rank * B_HALF, &mapB, kt * BK,
-                                n0 + rank * (BN / CLUSTER), &full[s], (1 << CLUSTER) - 1);
+          if (CLUSTER > 1)
+            wg::load_2d_multicast(sB + s * B_BYTES + rank * B_HALF, &mapB, kt * BK,
+                                  n0 + rank * (BN / CLUSTER), &full[s], (1 << CLUSTER) - 1);
+          else
+            tma::load_2d(sB + s * B_BYTES, &mapB, kt * BK, n0, &full[s]);
           TL_MARK(0, it, 1);
         }
       }
@@ -134,7 +149,7 @@ gemm_tma_store(const __grid_constant__ TensorMap mapA, const __grid_constant__ T
         wg::wait<RELEASE_LAG>();
         if (kt >= RELEASE_LAG && t128 == 0) {
           const int done = (it - RELEASE_LAG) % STAGES;
-          for (int p = 0; p < CLUSTER; ++p) wg::arrive_cluster(&empty[done], p);
+          release(&empty[done]);
         }
         TL_MARK(1 + c, it, 2);
       }
@@ -142,7 +157,7 @@ gemm_tma_store(const __grid_constant__ TensorMap mapA, const __grid_constant__ T
       if (t128 == 0)
         for (int lag = RELEASE_LAG; lag > 0; --lag)
           if (k_tiles >= lag)
-            for (int p = 0; p < CLUSTER; ++p) wg::arrive_cluster(&empty[(it - lag) % STAGES], p);
+            release(&empty[(it - lag) % STAGES]);
 
       // Epilogue: 64 x 256 fp32 -> bf16 -> shared (two halves of 64 x 128) -> TMA store.
       TL_MARK(3 + c, tile_no, 0);

@@ -94,14 +94,24 @@ RUNGS: list[dict] = [
      "defines": {}, "tile": (128, 256), "threads": 384, "stages": 4, "persistent": True,
      "cluster": 2, "box_b": 128, "tma_store": True},
 ]
+_TOP_DEFINES = {"BN": 256, "BM": 128, "BK": 64, "STAGES": 4, "GROUP_M": 8}
+#: Measured beside the ladder, not rungs of it: the top rung with one thing taken away.
+VARIANTS: list[dict] = [
+    {**RUNGS[-1], "name": "TMA store + L2 order, no cluster",
+     "what": "the top rung with clusters of 1: plain TMA loads of the whole B slice, no multicast",
+     "defines": {"CLUSTER": 1}, "cluster": 1, "box_b": 256},
+    {**RUNGS[-1], "name": "TMA store + L2 order, release lag 0",
+     "what": "the top rung with wgmma.wait_group 0 before each release (no group kept in flight)",
+     "defines": {**_TOP_DEFINES, "RELEASE_LAG": 0}},
+]
 BEST = "TMA store + L2 order"
-BEST_WITHOUT_CLUSTER = "mbarrier parity"
+BEST_WITHOUT_CLUSTER = "TMA store + L2 order, no cluster"
 TIMELINE_EVENTS = 1024         # TL_EVENTS in gemm_08_tma_store.cu
 TIMELINE_ROLES = 5             # producer, consumer 1, consumer 2, epilogue 1, epilogue 2
 
 
 def rung(name: str) -> dict:
-    for r in RUNGS:
+    for r in RUNGS + VARIANTS:
         if r["name"] == name:
             return r
     raise KeyError(f"no rung {name!r}; the rungs are: " + ", ".join(repr(r["name"]) for r in RUNGS))
@@ -286,13 +296,14 @@ def cublas_launcher():
 
 
 def measure_ladder(sizes=(4096, 8192), rungs=None, reps: int = 20) -> list[dict]:
-    """Every rung and cuBLAS bf16 (torch) at n^3 for each n, in this one process.
+    """Every rung (and the VARIANTS) and cuBLAS bf16 (torch) at n^3 for each n, in this one process.
 
-    Rows: {rung, n, TFLOPS, "of cuBLAS", ms, spread, ok}; the first row of each size is cuBLAS.
+    Rows: {rung, n, TFLOPS, "of cuBLAS", ms, spread, ok, variant}; the first row of each size is
+    cuBLAS; rows of VARIANTS have variant True.
     Each rung's output after its timed runs is compared with float64 (ok, rel_err).
     """
     torch = _torch()
-    names = [r["name"] for r in RUNGS] if rungs is None else list(rungs)
+    names = [r["name"] for r in RUNGS + VARIANTS] if rungs is None else list(rungs)
     rows = []
     for n in sizes:
         seeds = [int.from_bytes(os.urandom(4), "little") for _ in range(2)]
@@ -314,7 +325,8 @@ def measure_ladder(sizes=(4096, 8192), rungs=None, reps: int = 20) -> list[dict]
             cmp = compare_output(c, *last, case=f"{name} n={n} (after timing)", seed=seeds[0])
             rows.append({"rung": name, "n": n, "TFLOPS": t.tflops, "of cuBLAS": t.tflops / cub.tflops,
                          "ms": t.median_ms, "spread": t.spread, "ok": bool(cmp.ok),
-                         "rel_err": cmp.rel_err, "grid": launch.grid[0] * launch.grid[1],
+                         "rel_err": cmp.rel_err, "variant": name not in [x["name"] for x in RUNGS],
+                         "grid": launch.grid[0] * launch.grid[1],
                          "grid_how": launch.grid_how})
         del sets, c
         torch.cuda.empty_cache()
@@ -366,9 +378,9 @@ CHECK_SHAPES = [(128, 128, 64), (256, 512, 1024), (1000, 1032, 520), (136, 264, 
 
 
 def table(rows) -> str:
-    out = [f"{'rung':26s} {'n':>5s} {'TFLOPS':>8s} {'of cuBLAS':>9s} {'ms':>8s} {'spread':>7s} ok"]
+    out = [f"{'rung':36s} {'n':>5s} {'TFLOPS':>8s} {'of cuBLAS':>9s} {'ms':>8s} {'spread':>7s} ok"]
     for r in rows:
-        out.append(f"{r['rung']:26s} {r['n']:5d} {r['TFLOPS']:8.1f} {r['of cuBLAS']:9.3f} "
+        out.append(f"{r['rung']:36s} {r['n']:5d} {r['TFLOPS']:8.1f} {r['of cuBLAS']:9.3f} "
                    f"{r['ms']:8.4f} {r['spread']:7.3f} {'yes' if r['ok'] else 'NO'}")
     return "\n".join(out)
 
@@ -389,7 +401,7 @@ def main(argv=None) -> int:
         return 0
     out = Path(os.environ.get("OUT", "."))
     results = {}
-    for r in RUNGS:                           # each rung in a child: a hang cannot stop the rest
+    for r in RUNGS + VARIANTS:                # each rung in a child: a hang cannot stop the rest
         try:
             p = subprocess.run([sys.executable, __file__, "check", r["name"]], check=False, capture_output=True,
                                text=True, timeout=90, start_new_session=True)
@@ -398,7 +410,7 @@ def main(argv=None) -> int:
         except subprocess.TimeoutExpired as e:
             print(f"  {r['name']}: HANG (90 s)", (e.stdout or b"")[-500:], flush=True)
             results[r["name"]] = "HANG"
-    good = [r["name"] for r in RUNGS if results[r["name"]] == "ok"]
+    good = [r["name"] for r in RUNGS + VARIANTS if results[r["name"]] == "ok"]
     rows = measure_ladder(rungs=good)
     (out / "ch04_ladder.json").write_text(json.dumps({"checks": results, "rows": rows}, indent=1))
     tl = None

@@ -95,10 +95,13 @@ __device__ __forceinline__ void fence_barrier_init() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 // Arrive on the barrier at the same shared-memory offset in block `cta` of the cluster.
+// Default semantics (release at CTA scope) suffice for "my wgmma finished reading this slot":
+// the reads are complete once wgmma.wait_group returned. Asking for .release.cluster instead
+// makes ptxas put MEMBAR.ALL.GPU before every arrival, which halved the ladder's speed.
 __device__ __forceinline__ void arrive_cluster(unsigned long long* bar, unsigned cta) {
   asm volatile("{\n\t.reg .b32 remote;\n\t"
                "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
-               "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n\t}"
+               "mbarrier.arrive.shared::cluster.b64 _, [remote];\n\t}"
                :: "r"(tma::smem(bar)), "r"(cta) : "memory");
 }
 // One TMA box delivered to the same offset in every block of `mask` (bit i = cluster rank i);
