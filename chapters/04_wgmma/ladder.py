@@ -94,12 +94,15 @@ RUNGS: list[dict] = [
      "defines": {}, "tile": (128, 256), "threads": 384, "stages": 4, "persistent": True,
      "cluster": 2, "box_b": 128, "tma_store": True},
 ]
-_TOP_DEFINES = {"BN": 256, "BM": 128, "BK": 64, "STAGES": 4, "GROUP_M": 8}
+_TOP_DEFINES = {"BN": 256, "BM": 128, "BK": 64, "STAGES": 4, "GROUP_M": 8}   # gemm_08's #ifndef block
 #: Measured beside the ladder, not rungs of it: the top rung with one thing taken away.
 VARIANTS: list[dict] = [
     {**RUNGS[-1], "name": "TMA store + L2 order, no cluster",
      "what": "the top rung with clusters of 1: plain TMA loads of the whole B slice, no multicast",
      "defines": {"CLUSTER": 1}, "cluster": 1, "box_b": 256},
+    {**RUNGS[-1], "name": "TMA store + L2 order, row-major order",
+     "what": "the top rung with GROUP_M 1: tiles walked row by row, as on rungs 5 to 7",
+     "defines": {**_TOP_DEFINES, "GROUP_M": 1, "RELEASE_LAG": 1}},
     {**RUNGS[-1], "name": "TMA store + L2 order, release lag 0",
      "what": "the top rung with wgmma.wait_group 0 before each release (no group kept in flight)",
      "defines": {**_TOP_DEFINES, "RELEASE_LAG": 0}},
