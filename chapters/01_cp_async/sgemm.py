@@ -7,6 +7,13 @@
     blocks = sgemm.timeline(4096)                   # {"block 0": [(copy_start, copy_end, compute_start, compute_end), ...]}
     sgemm.occupancy("sgemm_cp_async.cu", {"STAGES": 6})   # blocks per SM, from ptxas and the H200's limits
 
+    rows = sgemm.baselines_table((4096, 8192))      # GPU: sync, register double-buffering, cp.async,
+    judge.show.table(rows)                          #   the handbook's design, tuned, tuned2, cuBLAS
+    print(sgemm.explain(rows))                      # what cp.async buys, in words, from those rows
+    sgemm.tuned2_sweep(sgemm.TUNED2_CONFIGS)        # GPU: sgemm_tuned2.cu's knobs, against cuBLAS
+    sgemm.check_epilogue()                          # GPU: the handbook kernel's alpha/beta semantics
+    judge.show.table([sgemm.sass_mix(f) for f in ("sgemm_regbuf.cu", "sgemm_tuned2.cu")])   # anywhere
+
 Every kernel computes C = A @ B for row-major float32 matrices (A: M x K, B: K x N) and writes C
 without reading it. Shapes: M and N multiples of the block tile (128), K a multiple of the
 kernel's BK (8, or 16 for sgemm_tuned.cu); run() refuses other shapes with a ValueError.

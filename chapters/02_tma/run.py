@@ -8,6 +8,8 @@ The notebook chapters/02_tma.ipynb and tests/test_tma.py both call these functio
     ch02.swizzle_probe("128B")                    # where each element landed, read off the GPU
     ch02.swizzle_report(ch02.model_tables())      # the same analysis from the model, no GPU
     ch02.expect_tx_wrong(timeout=8)               # runs the hanging kernel in a child process: HANG
+    ch02.copy_fast()                              # an H200: tma_copy_fast.cu's shapes vs the device copy
+    ch02.plan_probe()                             # an H200: the planned rank-3 map of judge.tma_plan, byte-checked
 
 Every GPU function draws fresh random inputs, poisons its outputs (judge.compare.poison), checks
 every launch by synchronizing, and compares against a float64 (or exact integer) reference.
