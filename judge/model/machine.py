@@ -288,6 +288,13 @@ class Machine:
         self.bars = {}                        # (cta, id) -> dict(arrived mask, expected)
         # mbarriers
         self.mbars = {}                       # (cta, offset) -> dict
+        self.wg_fence = np.full(n, -1, np.int64)     # wgmma: last wgmma.fence per thread
+        self.wg_ncommit = np.zeros(n, np.int64)
+        self.wg_ops = []
+        self.acc_pending = {}                        # register -> lanes whose wgmma has not completed
+        self.acc_names = set()
+        self.wg_written = {}
+        self.cur_mask = np.ones(n, bool)
         self.cpa_seq = np.zeros(n, np.int64)
         self.cpa_arrivals = []                # cp.async.mbarrier.arrive still waiting on copies
         self.cl_count = np.zeros(n, np.int64)
@@ -312,6 +319,8 @@ class Machine:
         dt = DT[ty]
         if op.kind == "reg":
             name = op.name
+            if self.acc_pending and name in self.acc_pending and (self.acc_pending[name] & self.cur_mask).any():
+                self._early_acc(name, ins, "read")
             if name in self.regs:
                 v = self.regs[name]
             elif name in self.sreg:
@@ -350,12 +359,27 @@ class Machine:
             return np.array(self.sym[op.name]).astype(STORE[np.dtype(dt).itemsize]).view(dt)[()]
         raise Unsupported(ins.text if ins else str(op), f"operand kind {op.kind}")
 
-    def wr(self, op, val, mask, full):
+    def _early_acc(self, name, ins, what):
+        ins = ins or self.k.code[self.cur_pc]
+        t = int(np.nonzero(self.acc_pending[name] & self.cur_mask)[0][0])
+        op = next((o for o in self.wg_ops if name in o["names"] and t in set(o["lanes"].tolist())), None)
+        self.fail("wgmma-accumulator", ins,
+                  f"{self.tdesc(t)} {what}s accumulator register {name} at {self.where(ins)} while the "
+                  f"wgmma.mma_async writing it"
+                  + (f" (issued at {self.where(self.k.code[op['pc']])})" if op else "")
+                  + " may still be running: wgmma.commit_group, then wgmma.wait_group must cover it first")
+
+    def wr(self, op, val, mask, full, internal=False):
         if op.kind == "sink":
             return
         if op.kind != "reg":
             raise Unsupported(str(op), "destination is not a register")
         name = op.name
+        if not internal and self.acc_names and name in self.acc_names:
+            if name in self.acc_pending and (self.acc_pending[name] & mask).any():
+                self._early_acc(name, None, "write")
+            w = self.wg_written.setdefault(name, np.full(self.n, -1, np.int64))
+            w[mask] = self.gtime
         val = np.asarray(val)
         reg = self.regs.get(name)
         if reg is None:
@@ -659,6 +683,7 @@ class Machine:
             h = handlers.get(p)
             if h is None:
                 h = handlers[p] = self._handler(ins)
+            self.cur_mask = mask
             h(ins, mask, nact == self.n)
             self.gtime += 1
 

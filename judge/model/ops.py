@@ -1024,8 +1024,8 @@ def _getctarank(m, ins):
 
 
 def _wgmma(m, ins):
-    from . import tma as T
-    return T.wgmma_handler(m, ins)
+    from . import wgmma as W
+    return W.handler(m, ins)
 
 
 _TABLE = {

@@ -507,6 +507,3 @@ def bulk_handler(m, ins):
         return _tma_load(m, ins)
     return _bulk_1d(m, ins)
 
-
-def wgmma_handler(m, ins):
-    raise Unsupported(ins.op, "wgmma is not modelled yet")

@@ -1,0 +1,191 @@
+"""judge.model.wgmma - warpgroup MMA (wgmma.mma_async with shared-memory descriptors) in the model.
+
+Handlers used by judge.model.ops. The operand addresses and the accumulator fragment come from
+judge/wgmma.py (descriptor decode, operand_address, fragment_coord), the course's own model of the
+PTX ISA tables. Supported: .m64nNk16 with .f32 accumulators and .bf16 / .f16 operands, both from
+shared memory (descriptors), K-major (imm-trans 0), scale-a/b +-1, scale-d immediate or predicate.
+Anything else raises Unsupported.
+
+Rules (PTX ISA, wgmma): the four warps of a warpgroup execute each wgmma.* together (.sync.aligned);
+wgmma.fence comes before the first mma_async and after any register write to its accumulators;
+mma_async reads its shared-memory operands through the async proxy (generic stores need
+fence.proxy.async) and writes its accumulators asynchronously: they may not be read or written
+until wgmma.wait_group covers the group (commit_group closes a group). MODEL: the operands must be
+visible at issue (same checks as a TMA store); the shared bytes count as being read until the wait
+(an overwrite before it is a race); reading an accumulator early is "wgmma-accumulator".
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import wgmma as _wg
+from . import machine as M
+from .machine import Unsupported
+
+
+def _warpgroups(m, ins, mask):
+    lanes = np.nonzero(mask)[0]
+    groups = {}
+    for t in lanes:
+        groups.setdefault((int(m.cta[t]), int(m.lt[t]) // 128), []).append(int(t))
+    out = []
+    for (c, g), ts in groups.items():
+        if len(ts) != 128:
+            m.fail("wgmma-aligned", ins, f"{len(ts)} threads of warpgroup {g} executed {ins.op} together; "
+                   f".sync.aligned needs all 128 threads of the warpgroup at the same instruction")
+        out.append(np.array(ts))
+    return out
+
+
+def _elem(parts):
+    if "bf16" in parts:
+        import ml_dtypes
+        return ml_dtypes.bfloat16
+    if parts.count("f16") >= 2:
+        return np.float16
+    return None
+
+
+def handler(m, ins):
+    p = ins.parts
+    kind = p[1]
+    if kind == "fence":
+        def fence(ins, mask, full):
+            m.wg_fence[mask] = m.gtime
+        return fence
+    if kind == "commit_group":
+        def commit(ins, mask, full):
+            m.wg_ncommit[mask] += 1
+        return commit
+    if kind == "wait_group":
+        nop = ins.args[0]
+
+        def wait(ins, mask, full):
+            n = int(m.rd(nop, "u32", ins))
+            for op in list(m.wg_ops):
+                t0 = op["lanes"][0]
+                if mask[t0] and op["group"] < m.wg_ncommit[t0] - n:
+                    complete(m, op, ins)
+            m.counts["wgmma.wait_group"] += int(np.count_nonzero(mask))
+        return wait
+    if kind != "mma_async":
+        raise Unsupported(ins.op)
+    shape = next((x for x in p if x.startswith("m64n")), None)
+    el = _elem(p)
+    if shape is None or not shape.endswith("k16") or el is None or "f32" not in p or "sp" in p:
+        raise Unsupported(ins.op, "wgmma shapes other than .m64nNk16.f32.bf16.bf16 / .f16.f16")
+    n = int(shape[4:shape.index("k")])
+    dvec, da, db = ins.args[0], ins.args[1], ins.args[2]
+    if dvec.kind != "vec" or len(dvec.items) != n // 2:
+        raise Unsupported(ins.op, f"expected {n // 2} accumulator registers")
+    if da.kind == "vec":
+        raise Unsupported(ins.op, "wgmma with A in registers")
+    rest = ins.args[3:]
+    scale_d_op = rest[0]
+    imms = [int(o.value) for o in rest[1:]]
+    sa, sb = (imms + [1, 1])[:2]
+    ta, tb = (imms[2:] + [0, 0])[:2]
+    if ta or tb:
+        raise Unsupported(ins.op, "transposed (MN-major) wgmma operands")
+    names = [o.name for o in dvec.items]
+    rows = np.arange(64)[:, None]
+    ks = np.arange(16)[None, :]
+    nrows = np.arange(n)[:, None]
+    frag = np.array([[_wg.fragment_coord(t, i, n) for i in range(n // 2)] for t in range(128)])   # (128, n/2, 2)
+
+    def operand(desc, R, lanes, c, what):
+        addr = np.asarray(_wg.operand_address(desc, R, ks), np.int64)           # byte address of [row][k]
+        if (addr + 2 > m.smem_size - 16).any():
+            m.fail("shared-bounds", ins, f"wgmma operand {what} (descriptor {desc:#018x}) reaches past shared memory")
+            raise M.Violation("shared-bounds", m.where(ins), "wgmma operand out of shared memory")
+        words = np.unique(addr // 4)
+        from .tma import _check_store_source
+        _check_store_source(m, ins, int(lanes[0]), c, words, f"wgmma operand {what} read (async proxy)")
+        raw = m.sm[c, addr[..., None] + np.arange(2)].copy()
+        return raw.view(el)[..., 0].astype(np.float64), words
+
+    def run(ins, mask, full):
+        for lanes in _warpgroups(m, ins, mask):
+            t0 = int(lanes[0])
+            c = int(m.cta[t0])
+            m.cur_mask = np.zeros(m.n, bool)                 # register checks: this warpgroup only
+            m.cur_mask[lanes] = True
+            if (m.wg_fence[lanes] < 0).any():
+                m.fail("wgmma-fence", ins, f"warpgroup of {m.tdesc(t0)} issued wgmma.mma_async without a "
+                       f"wgmma.fence.sync.aligned before it: the first wgmma (and the first after its "
+                       f"accumulators were written) must follow a wgmma.fence")
+            try:
+                dA = int(np.broadcast_to(np.asarray(m.rd(da, "b64", ins)), (m.n,))[t0])
+                dB = int(np.broadcast_to(np.asarray(m.rd(db, "b64", ins)), (m.n,))[t0])
+                if _wg.decode(dA).base_offset or _wg.decode(dB).base_offset:
+                    raise Unsupported(ins.op, "descriptor base offset other than 0")
+            except ValueError as e:
+                m.fail("wgmma-descriptor", ins, f"a malformed wgmma descriptor: {e}")
+                raise M.Violation("wgmma-descriptor", m.where(ins), str(e)) from None
+            A, wa = operand(dA, rows, lanes, c, "A")
+            B, wb = operand(dB, nrows, lanes, c, "B")
+            prod = (sa * A) @ (sb * B).T                                       # (64, n)
+            sd = scale_d_op
+            if sd.kind in ("imm",):
+                accumulate = bool(sd.value)
+            else:
+                accumulate = bool(np.broadcast_to(m.rd(sd, "pred", ins), (m.n,))[t0])
+            # the accumulator this op starts from: the registers, or a still-pending op on them
+            prev = next((op for op in reversed(m.wg_ops) if op["names"] == names and op["lanes"][0] == t0), None)
+            if accumulate:
+                if prev is not None:
+                    cur = prev["result"].copy()
+                else:
+                    for nm in names:
+                        w = m.wg_written.get(nm)
+                        if w is not None and (w[lanes] > m.wg_fence[lanes]).any():
+                            m.fail("wgmma-fence", ins, f"accumulator {nm} was written after the last "
+                                   f"wgmma.fence of this warpgroup: fence between register writes and wgmma")
+                            break
+                    cur = np.stack([np.broadcast_to(np.asarray(m.rd(it, "f32", ins)), (m.n,))[lanes]
+                                    for it in dvec.items], axis=1).astype(np.float64)
+                C = np.zeros((64, n))
+                C[frag[:, :, 0], frag[:, :, 1]] = cur
+                C = C + prod
+            else:
+                C = prod
+            res = C[frag[:, :, 0], frag[:, :, 1]].astype(np.float32)              # (128, n/2)
+            for words in (wa, wb):
+                m.bulk_reading[c, words] += 1
+            op = {"lanes": lanes, "names": names, "items": dvec.items, "result": res, "cta": c,
+                  "group": int(m.wg_ncommit[t0]), "words": (wa, wb), "pc": m.cur_pc}
+            m.wg_ops.append(op)
+            m.acc_names.update(names)
+            for nm in names:
+                pm = m.acc_pending.setdefault(nm, np.zeros(m.n, bool))
+                pm[lanes] = True
+            m.counts["wgmma"] += 1
+            m.counts["wgmma.flops"] += 2 * 64 * n * 16
+            m.event("wgmma", thread=t0, n=n)
+    return run
+
+
+def complete(m, op, ins):
+    lanes = op["lanes"]
+    for nm in op["names"]:
+        pm = m.acc_pending.get(nm)
+        if pm is not None:
+            pm[lanes] = False
+            if not pm.any():
+                del m.acc_pending[nm]
+    full = np.zeros(m.n, bool)
+    full[lanes] = True
+    for i, it in enumerate(op["items"]):
+        v = np.zeros(m.n, np.float32)
+        v[lanes] = op["result"][:, i]
+        m.wr(it, v, full, False, internal=True)
+    c = op["cta"]
+    for words in op["words"]:
+        m.bulk_reading[c, words] -= 1
+        Wp = np.broadcast_to((lanes[::32] // 32)[None, :], (len(words), len(lanes[::32])))
+        m.r_wt[c, words[:, None], Wp] = m.gtime
+        m.r_pc[c, words] = op["pc"]
+    # the wait that completes a wgmma is one warpgroup-wide event (.sync.aligned): every thread of the
+    # warpgroup observes that the operands were read, so any of them may hand the buffers back
+    m.join(full, full)
+    m.wg_ops.remove(op)
