@@ -520,3 +520,27 @@ def plan_probe(seed=None) -> dict:
     tile_bad = int(np.count_nonzero(got_tile.view(np.uint16) != host.view(np.uint16)))
     return {"plan": str(p), "copies": p.n_copies, "raw_mismatches": raw_bad, "tile_mismatches": tile_bad,
             "ok": raw_bad == 0 and tile_bad == 0}
+
+
+def copy_fast_explain(rows: list[dict]) -> str:
+    """A Markdown paragraph for the notebook from rows of copy_fast() (measured now or recorded):
+    the best TMA shape against the device copy of the same size, the range of the shapes that keep
+    the row-major, round-robin order of FAST_CONFIGS, and of those that make memory contiguous per
+    box or per block ("contiguous" in their name). Every figure in it is read from `rows`."""
+    tma_rows = [r for r in rows if not r["copy"].startswith("device-to-device")]
+    dev = [r for r in rows if r["copy"].startswith("device-to-device")]
+    if not tma_rows or not dev:
+        return "(no measurement of the fast TMA copy)"
+    best = max(tma_rows, key=lambda r: r["GB/s"])
+    verdict = "reaches" if best["x same-size device copy"] >= 0.97 else "stays below"
+
+    def span(group):
+        x = [r["x same-size device copy"] for r in group]
+        return f"{min(x):.3f}-{max(x):.3f}" if x else "-"
+    spread = [r for r in tma_rows if "contiguous" not in r["copy"]]
+    packed = [r for r in tma_rows if "contiguous" in r["copy"]]
+    return (f"The best TMA shape, {best['copy']}, moves {best['GB/s']:.0f} GB/s: "
+            f"{best['x same-size device copy']:.3f} of the device-to-device copy of the same size "
+            f"({dev[0]['GB/s']:.0f} GB/s); it {verdict} 0.97. The {len(spread)} shapes that differ in box size, "
+            f"stages, blocks per SM, stores in flight or L2 promotion span {span(spread)} of the device copy; the "
+            f"{len(packed)} that make each box or each block's range contiguous in memory span {span(packed)}.")
