@@ -304,14 +304,16 @@ def sass_descriptor_words(sass: str) -> list[tuple[int | None, int | None]]:
 
 
 # ----------------------------------------------------------------------------- the ring, modelled
-def ring_schedule(tiles: int, S: int, load: float, mma: float, consumers: int = 2):
+def ring_schedule(tiles: int, S: int, load: float, mma: float, consumers: int = 2,
+                  issue_gap: float | None = None):
     """A model of the warp-specialized main loop: one producer, `consumers` consumer warpgroups,
     an S-slot ring of full/empty mbarriers. Every consumer works on every k-tile (each its own rows
     of the block's output), so empty[slot] completes when all consumers released it.
 
     Rules: the producer issues tile i's load when empty[i % S] has completed lap i // S - 1 (all
-    consumers done with tile i - S); loads go one after another through the memory system (each
-    takes `load`); consumer c computes tile i (`mma`) once the load landed and its tile i - 1 is done.
+    consumers done with tile i - S) and at least `issue_gap` after the previous issue (default
+    `load`: one load at a time; 0: as many in flight as there are free slots, each taking `load`
+    from issue to landing); consumer c computes tile i (`mma`) once the load landed and its tile i - 1 is done.
     Returns {"producer": [(start, end), ...], "consumers": [[(start, end), ...], ...]} and the
     per-consumer schedules judge.timeline.draw takes: schedules(model)."""
     if S < 1 or tiles < 0 or consumers < 1:
@@ -322,7 +324,7 @@ def ring_schedule(tiles: int, S: int, load: float, mma: float, consumers: int = 
         freed = max((cons[c][i - S][1] for c in range(consumers)), default=0.0) if i >= S else 0.0
         start = max(engine_free, freed)
         prod.append((start, start + load))
-        engine_free = start + load
+        engine_free = start + (load if issue_gap is None else issue_gap)
         for c in range(consumers):
             prev = cons[c][i - 1][1] if i else 0.0
             s = max(prod[i][1], prev)
