@@ -136,8 +136,8 @@ gemm_tma_store(const __grid_constant__ TensorMap mapA, const __grid_constant__ T
       for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = it % STAGES, round = it / STAGES;
-        TL_MARK(1 + c, it, 0);
-        tma::wait(&full[s], round & 1);
+        if (kt == 0) TL_MARK(1 + c, it, 0);         // later slices start waiting where the last one
+        tma::wait(&full[s], round & 1);              // released: one mark fewer on the critical path
         TL_MARK(1 + c, it, 1);
         wg::fence();
 #pragma unroll

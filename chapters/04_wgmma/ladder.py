@@ -366,8 +366,12 @@ def timeline(n: int = 4096, reps: int = 20) -> dict:
     t0 = raw[raw > 0].min()
 
     def rel(role, cols):
-        ev = raw[role]
-        keep = ev[:, 0] > 0
+        ev = raw[role].copy()
+        if role in (1, 2):   # a consumer marks its wait start only on a tile's first slice; later
+            for i in range(1, len(ev)):       # slices start waiting when the previous one released
+                if ev[i, 1] > 0 and ev[i, 0] == 0:
+                    ev[i, 0] = ev[i - 1, 2]
+        keep = ev[:, 1] > 0
         return [tuple(int(x - t0) for x in e[:cols]) for e in ev[keep]]
 
     ms_plain, ms_timed = float(np.median(t_plain)), float(np.median(t_timed))
