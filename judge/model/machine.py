@@ -626,9 +626,11 @@ class Machine:
                       f"earlier asynchronous copy into it is still in flight")
         if (self.bulk_reading[cta[:, None], words] > 0).any():
             i, j = np.argwhere(self.bulk_reading[cta[:, None], words] > 0)[0]
-            self.fail("bulk-store-source", ins,
-                      f"{self.tdesc(thr[i])} overwrites shared [0x{4 * int(words[i, j]):x}] while a bulk/TMA "
-                      f"store may still be reading it: wait with cp.async.bulk.wait_group.read first")
+            self.fail("async-read-overwritten", ins,
+                      f"{self.tdesc(thr[i])}'s {what} at {self.where(ins)} overwrites shared "
+                      f"[0x{4 * int(words[i, j]):x}] while an asynchronous read of it may still run (a TMA/bulk "
+                      f"store before its cp.async.bulk.wait_group.read, or a wgmma before the "
+                      f"wgmma.wait_group that covers it)")
 
     # ------------------------------------------------------------------ the loop
     # instructions that cannot change which threads run next (no branch, barrier, wait or arrival)
