@@ -60,3 +60,5 @@ def gpu_disabled() -> bool:
 
 def recording() -> bool:
     return os.environ.get("JUDGE_RECORD", "") not in ("", "0")
+
+MAX_SOURCE_BYTES = 1 << 20       # a learner's file larger than this is refused before grading (1 MiB)

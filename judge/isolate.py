@@ -56,7 +56,21 @@ def run_check(ex, path: Path, *, progress=None, timeout: float | None = None) ->
     timeout = timeout if timeout is not None else config.timeout_s(ex.needs_gpu)
     req = {"exercise": ex.id, "file": str(path), "figures": str(figure_dir(ex, path)),
            "call_limit": timeout}
-    return _run(req, progress, timeout)
+    r = _run(req, progress, timeout)
+    if r.verdict == Verdict.SKIP and not any(d.lower().startswith("not checked") for d in r.details):
+        r.details = r.details + [not_checked(ex)]
+    return r
+
+
+def not_checked(ex) -> str:
+    """What a SKIP leaves unchecked: said as plainly as what was checked."""
+    cases = ex.meta.get("cases", {}).get("list", []) if isinstance(ex.meta.get("cases"), dict) else []
+    parts = [f"the kernel's output on {len(cases) or 'its'} correctness case(s) against the reference, "
+             f"on fresh random inputs"]
+    if ex.meta.get("timing") or ex.tiers:
+        tiers = ", ".join(f"{k} {v}" for k, v in ex.tiers.items())
+        parts.append("its speed at the timed case" + (f" (tiers: {tiers} of the ceiling)" if tiers else ""))
+    return f"not checked here (needs a {ex.target.rstrip('a')} GPU): " + "; ".join(parts)
 
 
 def run_function(file, function: str, *, timeout: float = 10.0, progress=None, **kwargs) -> Result:

@@ -38,13 +38,14 @@ import struct
 import sys
 
 MAX_MESSAGE = 64 << 20          # a learner's value larger than this is refused (bytes, pickled)
-_HEADER = struct.Struct("<Q")
+_HEADER = struct.Struct("<4sQ")   # magic, length
+_MAGIC = b"LRN1"
 
 
 # ============================================================== framing (both sides)
 def _write_msg(fd: int, obj) -> None:
     data = pickle.dumps(obj, protocol=4)
-    view = memoryview(_HEADER.pack(len(data)) + data)
+    view = memoryview(_HEADER.pack(_MAGIC, len(data)) + data)
     while view:
         n = os.write(fd, view)
         view = view[n:]
@@ -139,7 +140,7 @@ def _fence(root: str, learner_file: str) -> None:
             return False
         if p.startswith("/proc/"):
             parts = p.split("/")
-            return len(parts) > 3 and parts[2].isdigit() and parts[2] != me
+            return len(parts) > 3 and parts[2].isdigit() and (parts[2] != me or parts[3] == "fd")
         if p == root or p.startswith(root + os.sep):
             return not any(p == a or p.startswith(a + os.sep) for a in allowed)
         return p == own_file
@@ -179,7 +180,7 @@ def _fence(root: str, learner_file: str) -> None:
 
 def _child_main(cmd_fd: int, reply_fd: int) -> int:
     import importlib.util
-    init = pickle.loads(_read_exact(cmd_fd, _HEADER.unpack(_read_exact(cmd_fd, 8, None))[0], None))
+    init = pickle.loads(_read_exact(cmd_fd, _HEADER.unpack(_read_exact(cmd_fd, _HEADER.size, None))[1], None))
     learner_file, name = init["file"], init["module"]
     os.chdir(os.path.dirname(learner_file))
     sys.argv = [learner_file]
@@ -222,7 +223,7 @@ def _child_main(cmd_fd: int, reply_fd: int) -> int:
     reply(("ok", names))
     while True:
         try:
-            n = _HEADER.unpack(_read_exact(cmd_fd, 8, None))[0]
+            n = _HEADER.unpack(_read_exact(cmd_fd, _HEADER.size, None))[1]
             op, *rest = pickle.loads(_read_exact(cmd_fd, n, None))
         except EOFError:
             return 0
@@ -378,7 +379,12 @@ class LearnerProcess:
             if msg is not None:
                 _write_msg(self._cmd, msg)
             deadline = time.monotonic() + self.call_limit
-            n = _HEADER.unpack(_read_exact(self._rep, 8, deadline))[0]
+            magic, n = _HEADER.unpack(_read_exact(self._rep, _HEADER.size, deadline))
+            if magic != _MAGIC:
+                self._end(Result(Verdict.CRASH, f"during {what}, your code wrote into the pipe that carries "
+                                 f"its answers to the judge; the answers could not be read",
+                                 details=["write to stdout (print) or files of your own, not to file "
+                                          "descriptors your program did not open"]))
             if n > MAX_MESSAGE:
                 self._end(Result(Verdict.WRONG, f"{what} returned a value of {n >> 20} MB: more than "
                                  f"the {MAX_MESSAGE >> 20} MB a graded answer may be"))

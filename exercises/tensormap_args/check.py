@@ -2,8 +2,9 @@
 
 Legal tensors and tiles must give the exact innermost-first argument lists (the expected
 values come from solution.py, plus the seed's 1024x2048 int32 case written out by hand);
-illegal ones must raise ValueError whose message names the broken rule. Each illegal case
-breaks exactly one rule, so the order in which a solution checks them does not matter.
+illegal ones must raise ValueError whose message names the broken rule and no other rule
+(a message listing every rule names none of them). Each illegal case breaks exactly one rule,
+so the order in which a solution checks them does not matter.
 """
 
 from judge.grade import Result, Verdict, learner_error
@@ -42,6 +43,26 @@ ILLEGAL = [
 ]
 
 KEYS = ("dims", "global_strides", "box", "elem_strides")
+RULES = ("tensorRank", "innermost stride", "globalStrides", "boxDim", "inner box bytes", "swizzle")
+# the swizzle limit is a limit on the inner box bytes: its message may say so
+MAY_ALSO_NAME = {"swizzle": {"inner box bytes"}}
+
+
+def _rules_named(message: str) -> list[str]:
+    low = message.lower()
+    return [r for r in RULES if r.lower() in low]
+
+
+def _names_only(rule: str, message: str) -> str | None:
+    """None when the message names `rule` and no other rule; else what is wrong with it."""
+    named = _rules_named(message)
+    if rule not in named:
+        return f"does not name the broken rule: expected the message to contain '{rule}'"
+    others = [r for r in named if r != rule and r not in MAY_ALSO_NAME.get(rule, ())]
+    if others:
+        return (f"names other rules too ({', '.join(repr(o) for o in others)}): the message must name the "
+                f"one rule this tensor or box breaks, '{rule}', and no other")
+    return None
 
 
 
@@ -94,9 +115,10 @@ def check(sub) -> Result:
         try:
             got = encode(shape, nbytes, strides, box, swz)
         except ValueError as e:
-            if rule.lower() not in str(e).lower():
-                return Result(Verdict.WRONG, f"case '{name}': ValueError('{e}') does not name the "
-                              f"broken rule: expected the message to contain '{rule}'")
+            why = _names_only(rule, str(e))
+            if why:
+                return Result(Verdict.WRONG, f"case '{name}': ValueError('{e}') {why}",
+                              details=[f"call: {call}"])
             continue
         except Exception as e:  # noqa: BLE001
             return Result(Verdict.WRONG, f"case '{name}': " + learner_error(e, call)
@@ -105,6 +127,6 @@ def check(sub) -> Result:
                       f"'{rule}' rule: cuTensorMapEncodeTiled would refuse it; raise ValueError")
 
     return Result(Verdict.PASS, f"{len(LEGAL)} legal descriptors right, {len(ILLEGAL)} illegal ones refused "
-                  f"with the rule named",
+                  f"with the one broken rule named",
                   checked=[f"{len(LEGAL)} legal tensors/tiles (ranks 1-5, strided, swizzled, OOB box)",
                            f"{len(ILLEGAL)} illegal ones, one broken rule each"])

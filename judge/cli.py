@@ -1,0 +1,259 @@
+"""The course's exercises, from the command line: `course COMMAND` (or `python3 practice/judge.py COMMAND`).
+
+    course list                 every exercise, with your status
+    course start ID             copy its starter into workspace/ID/ (never overwrites)
+    course check ID [FILE]      grade your file (default: workspace/ID/<file>)
+    course hint ID [N]          the next hint (or hint number N)
+    course solution ID          the reference solution
+    course sass ID [FILE]       the SASS of your kernel, the instructions the exercise asks for marked
+    course progress             what you have passed so far
+
+Exit status: 0 when a check passes (or is skipped for want of a GPU), 1 when it fails,
+2 for a bad command, an unknown exercise or a file that cannot be graded, 130 after Ctrl-C.
+The same checks run from a notebook: judge.check("ID").
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+from . import exercise, workspace
+from .result import Verdict
+
+PROG = "course"
+
+
+class Usage(Exception):
+    pass
+
+
+def _get(ex_id: str) -> exercise.Exercise:
+    try:
+        return exercise.get(ex_id)
+    except exercise.UnknownExercise as e:
+        raise Usage(str(e).replace("python practice/judge.py", PROG)) from None
+
+
+def _warn(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _file(ex: exercise.Exercise, given: str | None) -> Path:
+    """The file to grade: given, or the workspace copy; refused (Usage) unless it can be graded."""
+    path = Path(given) if given else workspace.learner_path(ex)
+    if not given and not path.exists():
+        raise Usage(f"no file {path}: run `{PROG} start {ex.id}` first")
+    try:
+        workspace.validate_file(ex, path)
+    except workspace.BadFile as e:
+        raise Usage(str(e)) from None
+    return path
+
+
+def cmd_list(args) -> int:
+    from . import gpu
+    prog = workspace.load_progress(warn=_warn)
+    rows = [("id", "title", "ch", "level", "GPU", "status")]
+    for e in exercise.all_exercises():
+        p = prog.get(e.id, {})
+        status = p.get("status", "-")
+        if p.get("tier"):
+            status += f" ({p['tier']})"
+        rows.append((e.id, e.title, str(e.chapter), e.difficulty,
+                     "needs sm_90" if e.needs_gpu else "any", status))
+    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip())
+    if not gpu.meets("sm_90"):
+        print("\nNo Hopper GPU here: GPU exercises compile and show their SASS, then SKIP.")
+    return 0
+
+
+def cmd_start(args) -> int:
+    ex = _get(args.id)
+    path, created = workspace.start(ex)
+    if created:
+        print(f"Started {ex.id}: your file is {path}")
+    else:
+        print(f"{ex.id} is already started: your file {path} was left as it is "
+              f"(delete it yourself to start over).")
+    print(f"Statement: {ex.statement_path}\nCheck it with: {PROG} check {ex.id}")
+    return 0
+
+
+def cmd_check(args) -> int:
+    ex = _get(args.id)
+    path = _file(ex, args.file)
+    from . import grade
+    print(f"checking {path} for {ex.id} ...", file=sys.stderr, flush=True)
+    r = grade.check(ex.id, path)
+    print(r, flush=True)
+    if args.file is None:
+        status = {Verdict.PASS: "passed", Verdict.SKIP: "skipped"}.get(r.verdict, "failed")
+        workspace.record_progress(ex.id, status=status, verdict=r.verdict.value, tier=r.tier)
+    if r.verdict == Verdict.SKIP:
+        print("(SKIP is not a failure: this exercise runs on a Hopper GPU.)")
+        return 0
+    return 0 if r.passed else 1
+
+
+def cmd_hint(args) -> int:
+    ex = _get(args.id)
+    if not ex.hints:
+        print(f"{ex.id} has no hints; read {ex.statement_path}")
+        return 0
+    prog = workspace.load_progress(warn=_warn)
+    seen = prog.get(ex.id, {}).get("hints_seen", 0)
+    total = len(ex.hints)
+    if args.n is None and seen >= total:
+        print(f"No more hints for {ex.id}: you have read all {total}. `{PROG} hint {ex.id} N` shows "
+              f"hint N again; the statement is {ex.statement_path}")
+        return 0
+    n = args.n if args.n is not None else seen + 1
+    if not 1 <= n <= total:
+        raise Usage(f"{ex.id} has hints 1 to {total}")
+    print(f"Hint {n} of {total} for {ex.id}:\n  {ex.hints[n - 1]}")
+    print(f"(next: {PROG} hint {ex.id})" if n < total else "(that was the last hint)")
+    workspace.note_hint(ex.id, max(seen, n))
+    return 0
+
+
+_MARKER = re.compile(r"^\s*(#|//)\s*(BEGIN SOLUTION|END SOLUTION)\b|^\s*(#>|//>)")
+
+
+def clean_solution(text: str) -> str:
+    """The solution as code: without the BEGIN/END SOLUTION lines and the starter's #> / //> lines."""
+    return "\n".join(l for l in text.splitlines() if not _MARKER.match(l)) + "\n"
+
+
+def cmd_solution(args) -> int:
+    ex = _get(args.id)
+    print(f"# The reference solution of {ex.id} ({ex.solution_path}):\n")
+    print(clean_solution(ex.solution_path.read_text()))
+    return 0
+
+
+def cmd_sass(args) -> int:
+    ex = _get(args.id)
+    if ex.ext != ".cu":
+        raise Usage(f"{ex.id} is a Python exercise: it has no kernel, so no SASS")
+    path = _file(ex, args.file)
+    from . import build, sass
+    kernel = ex.meta.get("kernel")
+    print(f"compiling {path} for {ex.target} ...", file=sys.stderr, flush=True)
+    try:
+        b = build.compile(path, target=ex.target)
+    except build.CompileError as e:
+        print(f"COMPILE ERROR: {e.first_error()}")
+        for line in e.log.splitlines()[:12]:
+            print(f"  {line}")
+        return 1
+    if kernel:
+        try:
+            text = b.sass_of(kernel)
+        except KeyError as e:
+            print(f"{path.name} has no kernel {kernel}: {e.args[0]}")
+            return 1
+    else:
+        text = b.sass
+    color = sys.stdout.isatty() and os.environ.get("NO_COLOR") is None
+    pats = {f: re.compile(sass.FEATURES[f].pattern) for f in ex.features if f in sass.FEATURES}
+    print(f"SASS of {kernel or 'every kernel'} in {path.name} ({ex.target}); "
+          + (f"lines marked >> show what {ex.id} asks for: {', '.join(pats)}" if pats else
+             "the exercise asks for no particular instruction"))
+    for line in text.splitlines():
+        hit = [f for f, p in pats.items() if p.search(line)]
+        if hit:
+            mark = f">> {line.rstrip()}    [{', '.join(hit)}]"
+            print(f"\033[1;32m{mark}\033[0m" if color else mark)
+        else:
+            print(f"   {line.rstrip()}")
+    missing = []
+    for f in pats:
+        found = sass.lines_with(text, f, limit=1)
+        if found:
+            print(f"{f}: {sass.FEATURES[f].count(text)} instruction(s), e.g. {found[0]}")
+        else:
+            missing.append(f)
+            print(f"{f}: NONE - {sass.FEATURES[f].describe} is what the exercise needs to see")
+    return 1 if missing else 0
+
+
+def cmd_progress(args) -> int:
+    prog = workspace.load_progress(warn=_warn)
+    exs = exercise.all_exercises()
+    done = [e for e in exs if prog.get(e.id, {}).get("status") == "passed"]
+    print(f"{len(done)} of {len(exs)} exercises passed")
+    for e in exs:
+        p = prog.get(e.id)
+        if p and p.get("status"):
+            tier = f" ({p['tier']})" if p.get("tier") else ""
+            print(f"  {e.id:<22} {p.get('status', '-')}{tier}  last: {p.get('last', '-')}  {p.get('when', '')}")
+    return 0
+
+
+def parser(prog: str = PROG) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=prog,
+                                 description="Exercises of the Hopper asynchronous-data-movement course.")
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
+    sub.add_parser("list", help="every exercise, with your status").set_defaults(fn=cmd_list)
+    p = sub.add_parser("start", help="copy an exercise's starter into your workspace")
+    p.add_argument("id")
+    p.set_defaults(fn=cmd_start)
+    p = sub.add_parser("check", help="grade your file")
+    p.add_argument("id")
+    p.add_argument("file", nargs="?")
+    p.set_defaults(fn=cmd_check)
+    p = sub.add_parser("hint", help="the next hint")
+    p.add_argument("id")
+    p.add_argument("n", nargs="?", type=int)
+    p.set_defaults(fn=cmd_hint)
+    p = sub.add_parser("solution", help="show the reference solution")
+    p.add_argument("id")
+    p.set_defaults(fn=cmd_solution)
+    p = sub.add_parser("sass", help="the SASS of your kernel, with what the exercise asks for marked")
+    p.add_argument("id")
+    p.add_argument("file", nargs="?")
+    p.set_defaults(fn=cmd_sass)
+    sub.add_parser("progress", help="what you have passed").set_defaults(fn=cmd_progress)
+    return ap
+
+
+def main(argv=None, prog: str = PROG) -> int:
+    global PROG
+    PROG = prog
+    ap = parser(prog)
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:          # argparse exits 2 on bad usage already; keep its code
+        return int(e.code or 0)
+    if not getattr(args, "fn", None):
+        ap.print_help()
+        return 2
+    try:
+        return args.fn(args)
+    except Usage as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: the check and every process it started were stopped", file=sys.stderr)
+        return 130
+    except BrokenPipeError:          # `course list | head`: the reader left; nothing more to say
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        return 0
+
+
+def run() -> None:
+    """The `course` console script."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()
