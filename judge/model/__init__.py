@@ -7,7 +7,7 @@
     rep.counts["cp.async"], rep.counts["smem_fill.st.shared.bytes"]   # who filled shared memory
     # raises model.Violation (WRONG), model.Hang (HANG), model.Unsupported (cannot judge)
 
-Try it: .venv/bin/python -m pytest tests/test_model.py -q
+Try it: .venv/bin/python -m pytest tests/test_model.py tests/test_model_ch4.py -q
 
 What runs: the PTX of the very compile that is graded (Build.ptx; NVRTC, -lineinfo), so
 `__pipeline_*`, `cuda::pipeline`, cooperative groups, `cuda::ptx` and inline asm all arrive as
@@ -60,22 +60,41 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    write AND (for another thread's store) a barrier orders the fence before the store
    ("proxy-fence-barrier").
 8. Bulk async-groups (cp.async.bulk.commit_group, wait_group, wait_group.read). MODEL: a store reads
-   its shared bytes at the latest legal point (the covering wait); an st.shared into them before
-   that is "bulk-store-source"; a thread that exits while its store may still read shared memory
-   is "exit-before-bulk-read" (the block's shared memory is released at exit).
-9. HANG: the moment every live thread is blocked (bar.sync that cannot complete, an mbarrier phase
+   its shared bytes at the latest legal point (the covering wait); a write into them before that is
+   "async-read-overwritten"; a thread that exits while its store may still read shared memory is
+   "exit-before-bulk-read" (the block's shared memory is released at exit).
+9. wgmma (m64nNk16, .f32 accumulators, .bf16/.f16 operands from shared-memory descriptors, K-major;
+   operand addresses and the accumulator fragment from judge/wgmma.py). PTX: wgmma.fence before the
+   first mma_async and after register writes to its accumulators ("wgmma-fence"); operands are read
+   through the async proxy (generic stores need fence.proxy.async: "proxy-fence"); accumulators may
+   not be touched until wgmma.wait_group covers the group ("wgmma-accumulator"); all 128 threads of
+   the warpgroup execute each wgmma.* together ("wgmma-aligned"). MODEL: the operand bytes count as
+   being read until the covering wait, and the wait is one warpgroup-wide event.
+10. Clusters: all blocks of a cluster run together (__cluster_dims__ / .reqnctapercluster decides the
+   shape); barrier.cluster.arrive/wait, mapa, ld/st.shared::cluster (DSMEM), multicast TMA with
+   ctaMask (each destination block's mbarrier receives its bytes).
+11. HANG: the moment every live thread is blocked (bar.sync that cannot complete, an mbarrier phase
    that can never complete, a cluster barrier), Hang carries the wait-for graph: who waits on
    which barrier / mbarrier and parity, how many arrivals and tx bytes are missing. A kernel that
-   runs past `budget` instruction groups is a Hang too ("a loop that never ends").
-10. Anything else the model does not know (wgmma, im2col TMA, barrier reductions, calls,
-   texture, ...) raises Unsupported naming the PTX instruction: never a verdict.
+   runs past `budget` instruction groups (default 100000 per cluster, about 2 s of CPU) is a Hang
+   too ("a loop that never ends"): size the model's cases so a correct run stays far below it.
+12. Anything else the model does not know (im2col TMA, wgmma with A in registers or other types,
+   barrier reductions, calls, textures, ...) raises Unsupported naming the PTX instruction: never
+   a verdict.
+
+Scheduling: the runnable threads at the lowest PC go first. That exposes most orderings a race
+needs, but not all of them: the rules above are checked against the happens-before order (vector
+clocks), not against the schedule, so a missing barrier or a missing wait is reported whichever
+thread happens to run first.
 
 Not modelled (no verdict either way): races between ordinary st.shared/ld.shared of different
-threads, global-memory races between blocks, atomics' memory orders (atomics run lane by lane).
+threads, global-memory races between blocks, atomics' memory orders (atomics run lane by lane),
+a block of a cluster exiting while a peer still reads its shared memory (the schedule rarely lets
+it exit first), the warp-level lockstep of shfl/vote (lanes are assumed converged).
 
 Report: .counts (dynamic, per thread: "instructions", "cp.async", "smem_fill.cp.async.bytes",
 "smem_fill.st.shared.bytes", "smem_fill.tma.bytes", "tma.load", "tma.store", "ld.shared",
-"st.global", "bar.sync", "mbarrier.*", ...), .timeline (events: cp.async, commit, land, barrier,
+"st.global", "bar.sync", "mbarrier.*", "wgmma", "wgmma.flops", ...), .timeline (events: cp.async, commit, land, barrier,
 mbarrier.init, tma.load, phase, tma.store, bulk.read, exit, violation), .steps, .seconds.
 """
 from __future__ import annotations

@@ -11,7 +11,6 @@ Extra columns stand for the asynchronous agents: one per mbarrier (the TMA bytes
 """
 from __future__ import annotations
 
-import math
 from collections import Counter
 
 import numpy as np

@@ -5,7 +5,6 @@ model does not know raises machine.Unsupported naming it, so an unknown kernel i
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 

@@ -6,7 +6,6 @@ the box geometry, out-of-bounds fill and swizzle come from judge/tma.py's own mo
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
