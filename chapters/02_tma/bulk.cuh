@@ -6,7 +6,7 @@
 
 namespace bulk {
 
-// elect.sync (PTX ISA 9.7.13.x, sm_90): of the lanes in the mask, exactly one gets true, the
+// elect.sync (PTX ISA 9.7.13, elect.sync; sm_90): of the lanes in the mask, exactly one gets true, the
 // same one in every lane's answer. RULE: every lane of the mask executes it together (.sync),
 // so call it from converged code, e.g. `if (warp == 0 && bulk::elect_one())`.
 __device__ __forceinline__ bool elect_one() {

@@ -31,6 +31,25 @@ KERNELS = ["bulk_add_one", "zfill_tile", "wait_kinds", "tx_late", "tensormap_rep
            "swizzle_shifted", "store_negative"]
 
 
+EXPLORED = HERE / "topics_h200.json"     # measure_h200.sh's run on the H200, 2026-11-30
+
+
+def figures(section: str, key):
+    """(figures, where they come from) for a notebook cell without a GPU: the record run's section if
+    there is one, else the exploratory run kept in topics_h200.json under `key` (a tuple of keys: a
+    dict of them), else (None, why)."""
+    from judge import record
+    figs = record.figures(section)
+    if figs is not None:
+        return figs, "recorded on the H200 by the record run"
+    if EXPLORED.exists():
+        saved = json.loads(EXPLORED.read_text())
+        got = {k: saved.get(k) for k in key} if isinstance(key, tuple) else saved.get(key)
+        if got is not None and not (isinstance(key, tuple) and None in got.values()):
+            return got, "measured on an H200 on 2026-11-30 by chapters/02_tma/measure_h200.sh (topics_h200.json)"
+    return None, "(not recorded yet on an H200)"
+
+
 def build(name: str, **defines):
     return _build.compile(HERE / f"{name}.cu", defines=defines or None)
 
