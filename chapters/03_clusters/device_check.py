@@ -45,6 +45,7 @@ print(res["device"])
 layout = step("gpc_layout", ch03.gpc_layout)
 gsizes = layout["gpc_sizes"] if isinstance(layout, dict) and "gpc_sizes" in layout else None
 step("occupancy", ch03.occupancy, gpc_sizes=gsizes)
+step("residency", ch03.residency)
 step("where_runtime_4", lambda: (lambda rows: {"bad": ch03.check_where(rows, 4), "rows": rows[:12]})(ch03.where(4, clusters=8)))
 step("where_dims4", lambda: (lambda rows: {"bad": ch03.check_where(rows, 4), "rows": rows[:12]})(ch03.where(4, clusters=8, compile_time=True)))
 step("where_16", lambda: (lambda rows: {"bad": ch03.check_where(rows, 16), "sms": sorted({r["sm"] for r in rows})})(ch03.where(16, clusters=1, shared_bytes=ch03.ONE_PER_SM)))
@@ -54,8 +55,10 @@ step("early_exit", ch03.early_exit)
 step("early_exit_no_delay", ch03.early_exit, delay_ns=0)
 step("dsmem_latency", ch03.dsmem_latency)
 step("dsmem_bandwidth", ch03.dsmem_bandwidth)
+step("dsmem_bandwidth_1024", ch03.dsmem_bandwidth, threads=1024)
 step("histogram", ch03.histogram)
 step("multicast", ch03.multicast)
+step("multicast_in_l2", ch03.multicast, flush=False)
 
 
 def grade_all():
@@ -81,7 +84,9 @@ print("\n==================== summary")
 print("launch failures:", [f[:300] for f in ch03.LAUNCH_FAILURES] or "none")
 if isinstance(layout, dict) and "gpc_sizes" in layout:
     print("GPC sizes:", layout["gpc_sizes"], "fits at 1 block/SM:", layout["fits_one_per_sm"], layout["errors"])
-for key in ("occupancy", "cluster_sum", "dsmem_latency", "dsmem_bandwidth", "histogram", "multicast"):
+    print("GPCs:", layout["gpcs"])
+for key in ("residency", "occupancy", "cluster_sum", "dsmem_latency", "dsmem_bandwidth", "dsmem_bandwidth_1024",
+            "histogram", "multicast", "multicast_in_l2"):
     v = res.get(key)
     print(f"-- {key}")
     if isinstance(v, list):

@@ -6,8 +6,10 @@
 // Build and inspect: python -c "from judge import build; print(build.compile('chapters/03_clusters/multicast_reuse.cu', defines={'MULTICAST': 1, 'CLUSTER': 2}).sass)"
 //
 // out[m * gridDim.x + n] = sum over i < 64, k < K of A[64m + i, k] * B[64n + i, k]   (float32 sums)
-// Maps (judge.tma, innermost first): B box (64, 64); A box (64, 64 / CLUSTER) with multicast,
-// (64, 64) without. Launch: grid (N / 64, M / 64), 256 threads, cluster (CLUSTER, 1, 1) when
+// A and B are stored TILE-MAJOR (run.py tile_major): 64-column slab k of all M rows of A sits at
+// rows [k * M, (k + 1) * M) of a (K/64 * M, 64) array, so each 64 x 64 tile is 16 KiB of
+// consecutive memory. Maps (judge.tma, innermost first): B box (64, 64); A box (64, 64 / CLUSTER)
+// with multicast, (64, 64) without. Launch: grid (N / 64, M / 64), 256 threads, cluster (CLUSTER, 1, 1) when
 // MULTICAST=1, dynamic shared memory STAGES * 32 KiB + 1 KiB.
 #include "tma.cuh"
 #include "cluster.cuh"
@@ -31,7 +33,7 @@ constexpr int THREADS = 256;
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 CLUSTER_ATTR multicast_reuse(const __grid_constant__ TensorMap mapA, const __grid_constant__ TensorMap mapB,
-                int K, float* out) {
+                int K, int M, int N, float* out) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // 1024-byte alignment of the dynamic buffer is asked for, not promised: align by hand.
   unsigned char* base = reinterpret_cast<unsigned char*>(
@@ -65,12 +67,12 @@ CLUSTER_ATTR multicast_reuse(const __grid_constant__ TensorMap mapA, const __gri
     // Each destination announces its own bytes: a whole A tile (all slices, whoever sends them)
     // plus its own B tile. The multicast signals the barrier at the same offset in every block.
     tma::arrive_expect_tx(&full[s], 2 * TILE_BYTES);
-    tma::load_2d(Bs + s * TILE_FLOATS, &mapB, kt * TILE, n0, &full[s]);
+    tma::load_2d(Bs + s * TILE_FLOATS, &mapB, 0, kt * N + n0, &full[s]);
 #if MULTICAST
-    cluster::load_2d_multicast(As + s * TILE_FLOATS + rank * SLICE * TILE, &mapA, kt * TILE,
-                               m0 + rank * SLICE, &full[s], MASK);
+    cluster::load_2d_multicast(As + s * TILE_FLOATS + rank * SLICE * TILE, &mapA, 0,
+                               kt * M + m0 + rank * SLICE, &full[s], MASK);
 #else
-    tma::load_2d(As + s * TILE_FLOATS, &mapA, kt * TILE, m0, &full[s]);
+    tma::load_2d(As + s * TILE_FLOATS, &mapA, 0, kt * M + m0, &full[s]);
 #endif
   };
 

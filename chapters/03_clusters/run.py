@@ -114,25 +114,58 @@ def max_clusters(name, kernel: str, *, block, cluster: int, shared_bytes: int = 
 
 
 # ------------------------------------------------------------------ section 1: who runs where
-WHERE_FIELDS = ("block", "rank", "cluster", "clusters", "size", "sm")
+WHERE_FIELDS = ("block", "rank", "cluster", "clusters", "size", "sm", "t0", "t1")
 
 
-def where(cluster: int, clusters: int | None = None, shared_bytes: int = 0, compile_time: bool = False) -> list[dict]:
-    """One row per block: index, cluster rank, cluster id, cluster count, cluster size, SM."""
+def where(cluster: int, clusters: int | None = None, shared_bytes: int = 0, compile_time: bool = False,
+          spin_ns: int = 0) -> list[dict]:
+    """One row per block: index, cluster rank, cluster id, cluster count, cluster size, SM, and the
+    %globaltimer interval (ns, low 32 bits) thread 0 spent spinning for spin_ns."""
     cp = _cp()
     n = (clusters or max(1, gpu.info().sms // cluster)) * cluster
-    out = _cmp.poison(cp.empty(6 * n, dtype=cp.uint32))
+    out = _cmp.poison(cp.empty(8 * n, dtype=cp.uint32))
     if compile_time:              # __cluster_dims__(4,1,1): a plain CuPy launch, size from the kernel
         k = build("cluster_where").kernel("cluster_where_dims4")
-        k((n,), (128,), (out,))
+        k((n,), (128,), (out, np.uint32(spin_ns)))
     else:
-        run_kernel("cluster_where", "cluster_where", grid=n, block=128, args=(out,),
+        run_kernel("cluster_where", "cluster_where", grid=n, block=128, args=(out, np.uint32(spin_ns)),
                    shared_bytes=shared_bytes, cluster=cluster)
     _sync()
-    raw = out.get().reshape(n, 6)
-    if (raw == np.uint32(_cmp.INT_POISON)).any():
+    raw = out.get().reshape(n, 8)
+    if _cmp.is_poison(raw[:, :6]).any():
         raise AssertionError("some blocks never wrote their row: the launch did not run every block")
     return [dict(zip(WHERE_FIELDS, (int(v) for v in row))) for row in raw]
+
+
+def co_resident(rows: list[dict]) -> int:
+    """The largest number of clusters whose spin intervals overlap (timestamps mod 2^32 ns)."""
+    base = min(r["t0"] for r in rows)
+    span = {}
+    for r in rows:
+        a, b = (r["t0"] - base) % 2 ** 32, (r["t1"] - base) % 2 ** 32
+        lo, hi = span.get(r["cluster"], (a, b))
+        span[r["cluster"]] = (min(lo, a), max(hi, b))
+    events = sorted([(a, 1) for a, _ in span.values()] + [(b, -1) for _, b in span.values()],
+                    key=lambda e: (e[0], e[1]))
+    best = cur = 0
+    for _, d in events:
+        cur += d
+        best = max(best, cur)
+    return best
+
+
+def residency(sizes=(2, 4, 8, 16), shared_bytes: int = ONE_PER_SM, spin_ns: int = 200_000) -> list[dict]:
+    """max_active_clusters next to what ran: launch 3x that many clusters, each spinning spin_ns,
+    and count the most clusters that were running at one moment."""
+    rows = []
+    for c in sizes:
+        n = max_clusters("cluster_where", "cluster_where", block=128, cluster=c, shared_bytes=shared_bytes)
+        if not n:
+            continue
+        got = where(c, clusters=3 * n, shared_bytes=shared_bytes, spin_ns=spin_ns)
+        rows.append({"cluster": c, "max_active_clusters": n, "seen at once": co_resident(got),
+                     "SMs used": len({r["sm"] for r in got})})
+    return rows
 
 
 def mapa_probe(cluster: int = 4) -> list[dict]:
@@ -215,8 +248,10 @@ def gpc_layout(sizes=(16, 8, 7, 6, 5, 4, 3, 2), repeats: int = 3) -> dict:
 
 
 def predicted_clusters(gpc_sizes, cluster: int, blocks_per_sm: int) -> int:
-    """Clusters that fit at once if every GPC holds whole clusters only: sum of floor(slots / size)."""
-    return sum((n * blocks_per_sm) // cluster for n in gpc_sizes)
+    """Clusters that fit at once if every GPC holds whole clusters only, and a GPC with fewer SMs than
+    the cluster has blocks holds none (even with several blocks per SM): the rule that matched every
+    max_active_clusters the H200 reported (sum over GPCs of n >= size SMs of floor(n * blocks / size))."""
+    return sum((n * blocks_per_sm) // cluster for n in gpc_sizes if n >= cluster)
 
 
 # ------------------------------------------------------------------ section 2: occupancy
@@ -353,7 +388,7 @@ def dsmem_bandwidth(n_vec: int = 4096, reps: int = 64, threads: int = 512, seed=
             if (o[:, 3] != want).any():
                 raise AssertionError(f"{t}: checksum {o[0, 3]} != {want}: the loads did not read the table")
             per_sm = o[:, 2] / o[:, 1]            # bytes per ns = GB/s, each reading block
-            rows.append({"target": TARGET_NAMES[t], "readers": clusters,
+            rows.append({"target": TARGET_NAMES[t], "threads": threads, "readers": clusters,
                          "GB/s per SM (median)": float(np.median(per_sm)),
                          "GB/s all readers": float(o[:, 2].sum() / o[:, 1].max()),
                          "B/cycle per SM": float(np.median(o[:, 2] / o[:, 0]))})
@@ -439,18 +474,28 @@ def multicast_smem() -> int:
     return STAGES * 2 * 64 * 64 * 4 + 1024 + 64     # tiles + alignment slack + barriers
 
 
+def tile_major(a: np.ndarray) -> np.ndarray:
+    """(R, K) row-major -> (K/64 * R, 64): the 64-column slab k of all R rows, slab after slab, so
+    that every 64 x 64 tile is 16 KiB of consecutive memory (rows of slab k start at row k * R)."""
+    r, k = a.shape
+    return np.ascontiguousarray(a.reshape(r, k // 64, 64).transpose(1, 0, 2).reshape(k // 64 * r, 64))
+
+
 def multicast(K: int = 8192, m_tiles: int = 8, n_tiles: int = 16, clusters=(2, 4), seed=None,
-              reps: int = 20) -> list[dict]:
+              reps: int = 20, flush: bool = True) -> list[dict]:
     """The reuse pattern with plain TMA loads and with multicast to clusters of 2 and 4 blocks:
-    checked against float64, timed, with the bytes each variant asks L2 to deliver to SMs."""
+    checked against float64, timed, with the bytes each variant asks L2 to deliver to SMs.
+    flush=True starts every timed run with L2 flushed (first touches from HBM); False times the
+    operands already in L2 (48 MiB at the default size, under the H200's 60 MiB)."""
     cp = _cp()
     rng = _rng(seed)
-    A_h = rng.standard_normal((m_tiles * 64, K)).astype(np.float32)
-    B_h = rng.standard_normal((n_tiles * 64, K)).astype(np.float32)
+    M, N = m_tiles * 64, n_tiles * 64
+    A_h = rng.standard_normal((M, K)).astype(np.float32)
+    B_h = rng.standard_normal((N, K)).astype(np.float32)
     a3 = A_h.astype(np.float64).reshape(m_tiles, 64, K)
     b3 = B_h.astype(np.float64).reshape(n_tiles, 64, K)
     ref = sum(a3[:, i, :] @ b3[:, i, :].T for i in range(64))          # (m_tiles, n_tiles)
-    A, B = cp.asarray(A_h), cp.asarray(B_h)
+    A, B = cp.asarray(tile_major(A_h)), cp.asarray(tile_major(B_h))
     out = cp.empty((m_tiles, n_tiles), dtype=cp.float32)
     mapB = tma.tensor_map(B, box=(64, 64))
     rows, base = [], None
@@ -461,10 +506,10 @@ def multicast(K: int = 8192, m_tiles: int = 8, n_tiles: int = 16, clusters=(2, 4
         mapA = tma.tensor_map(A, box=(64, 64 // c))
         defines = {"MULTICAST": int(mc), "CLUSTER": c}
 
-        def go():
+        def go(mapA=mapA, c=c, defines=defines):
             run_kernel("multicast_reuse", "multicast_reuse", grid=(n_tiles, m_tiles), block=256,
-                       args=(mapA, mapB, np.int32(K), out), shared_bytes=multicast_smem(),
-                       cluster=c, defines=defines)
+                       args=(mapA, mapB, np.int32(K), np.int32(M), np.int32(N), out),
+                       shared_bytes=multicast_smem(), cluster=c, defines=defines)
         _cmp.poison(out)
         go()
         _sync()
@@ -472,7 +517,7 @@ def multicast(K: int = 8192, m_tiles: int = 8, n_tiles: int = 16, clusters=(2, 4
         if not r.ok:
             raise AssertionError(r.message)
         l2_bytes = blocks * (K // 64) * (tile + tile / c)                  # B own + A shared c ways
-        t = timing.bench(go, reps=reps, bytes=l2_bytes)
+        t = timing.bench(go, reps=reps, bytes=l2_bytes, flush=flush)
         _cmp.poison(out)
         go()
         _sync()
@@ -480,6 +525,6 @@ def multicast(K: int = 8192, m_tiles: int = 8, n_tiles: int = 16, clusters=(2, 4
             raise AssertionError("wrong after timing")
         base = base or t.median_ms
         rows.append({"variant": "plain TMA" if not mc else f"multicast to {c} blocks",
-                     "ms": t.median_ms, "spread": t.spread, "L2->SM MB": l2_bytes / 1e6,
+                     "L2 flushed": flush, "ms": t.median_ms, "spread": t.spread, "L2->SM MB": l2_bytes / 1e6,
                      "L2->SM GB/s": l2_bytes / t.median_ms / 1e6, "speed-up": base / t.median_ms})
     return rows

@@ -86,4 +86,15 @@ def check(sub) -> Result:
                 return Result(Verdict.WRONG, f"{fn}({layout}{where}, cluster_size={c}, blocks_per_sm={b}): "
                               f"got {got}, expected {want}", details=[hint], checked=checked + [measured])
     checked.append(f"cluster counts on {len(fits)} layouts x shapes")
+    for m in LAYOUT["max_active_clusters"]:
+        got, err = call("clusters_that_fit", LAYOUT["gpc_sizes"], m["cluster"], m["blocks_per_sm"])
+        if err:
+            return err
+        if got != m["clusters"]:
+            return Result(Verdict.WRONG, f"clusters_that_fit(H200 layout, cluster_size={m['cluster']}, "
+                          f"blocks_per_sm={m['blocks_per_sm']}) = {got}, but the H200 reported "
+                          f"max_active_clusters = {m['clusters']} ({m['shared_kib']} KiB of shared memory per block)",
+                          checked=checked + [measured])
+    checked.append(f"clusters_that_fit equals all {len(LAYOUT['max_active_clusters'])} max_active_clusters "
+                   f"measured on the H200")
     return Result(Verdict.PASS, "every place, launch and count right", checked=checked + [measured])

@@ -46,10 +46,12 @@ def launch_error(grid, cluster, non_portable=False):
 def clusters_that_fit(gpc_sizes, cluster_size, blocks_per_sm):
     """How many clusters of `cluster_size` blocks can run at once when each SM holds
     `blocks_per_sm` blocks of the kernel: a cluster never spans two GPCs, so each GPC holds
-    whole clusters only."""
+    whole clusters only; and a GPC with fewer SMs than the cluster has blocks holds none, even
+    when its SMs have room for several blocks each (what every max_active_clusters the H200
+    reported agrees with: h200_layout.json lists them)."""
     # BEGIN SOLUTION
     #> raise NotImplementedError("clusters_that_fit: per GPC, whole clusters of block slots")
-    return sum((n * blocks_per_sm) // cluster_size for n in gpc_sizes)
+    return sum((n * blocks_per_sm) // cluster_size for n in gpc_sizes if n >= cluster_size)
     # END SOLUTION
 
 

@@ -10,8 +10,8 @@
 #include "cluster.cuh"
 
 #ifndef CLUSTER
-#define CLUSTER 4        // blocks per cluster: 2, 4 or 8 (portable sizes)
-#define BLOCKS 264       // the grid, in blocks: a multiple of CLUSTER
+#define CLUSTER 2        // blocks per cluster: 2, 4 or 8 (portable sizes)
+#define BLOCKS 132       // the grid, in blocks: a multiple of CLUSTER
 #endif
 
 extern "C" __global__ void CLUSTER_ATTR __launch_bounds__(256) cluster_histogram(const int* __restrict__ x, int n,
