@@ -20,7 +20,8 @@ The order, stopping at the first failure:
  4. rules the SASS proves broken (proxy fence before a TMA store, exit before the store read)
                                                                -> WRONG, naming the rule
  5. the CPU model of the machine (judge.model) runs the small cases, where it knows every instruction:
-    a protocol race is WRONG here whatever a GPU happened to do; a kernel that can never finish is HANG
+    a protocol race is WRONG here whatever a GPU happened to do; a kernel that can never finish is HANG;
+    a feature present in the SASS but not on the path that does the work ([uses]) is MISSING FEATURE
  6. no GPU can run the target here: sm_90a -> the model's verdict (or SKIP, saying what was and was not
     checked); sm_100a -> compiled, SASS and simulate(): PASS that says plainly it was not run
  7. every case on the GPU, fresh random inputs, poisoned outputs -> WRONG (a launch the hardware would
@@ -129,9 +130,31 @@ def _run_model(b, mod, ex, sub, checked) -> Result | None:
             return Result(Verdict.WRONG, bad.message, checked=checked,
                           details=["on the CPU model of the machine (asynchronous copies land as late as the "
                                    "rules allow, shared memory a stage releases is poisoned)"])
+        from . import launch as _launch
+        unused = _unused_features(ex, getattr(_launch.last_model_report, "counts", {}) or {})
+        if unused:
+            return Result(Verdict.MISSING_FEATURE, unused, checked=checked,
+                          details=["the instruction is in the SASS, but the work does not go through it: "
+                                   "counted by the CPU model while it ran your kernel"])
     if cases:
         checked.append(f"correct under the CPU model of the async machine on {len(cases)} small case(s)")
     return None
+
+
+def _unused_features(ex, counts: dict) -> str:
+    """exercise.toml [uses]: `"cp.async" = 0.9` asks that at least 90 % of the bytes written into shared
+    memory, as the kernel ran, went through that path (smem_fill.<path>.bytes in the model's counts).
+    A feature kept in a branch that never runs shows in the SASS; here it counts for nothing."""
+    fills = {k[len("smem_fill."):-len(".bytes")]: v for k, v in counts.items()
+             if k.startswith("smem_fill.") and k.endswith(".bytes")}
+    total = sum(fills.values())
+    for path, share in ex.meta.get("uses", {}).items():
+        got = fills.get(path, 0) / total if total else 0.0
+        if got < float(share):
+            others = ", ".join(f"{k} {v / total:.0%}" for k, v in fills.items() if k != path) if total else "none"
+            return (f"only {got:.0%} of the bytes written into shared memory went through {path} when the kernel "
+                    f"ran (at least {float(share):.0%} must; the rest: {others})")
+    return ""
 
 
 def _log_rules(meta) -> dict:

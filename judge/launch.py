@@ -35,6 +35,10 @@ MAX_CLUSTER = 16              # Hopper's limit with the non-portable attribute
 DEFAULT_SMEM_LIMIT = 48 << 10  # dynamic shared memory a block gets without opting in
 
 
+#: the CPU model's report of the last launch it ran (dynamic instruction counts, timeline)
+last_model_report = None
+
+
 class LaunchError(ValueError):
     """A launch the hardware would refuse, with what to change."""
 
@@ -83,8 +87,9 @@ def launch(build, kernel: str, *, grid, block, args=(), shared_bytes: int = 0, c
     g, b, c = check_shape(grid, block, cluster)
     if _is_model_launch(args):
         from . import model
-        model.run(build, kernel, grid=g, block=b, args=tuple(args), shared_bytes=shared_bytes,
-                  cluster=c or (1, 1, 1))
+        global last_model_report
+        last_model_report = model.run(build, kernel, grid=g, block=b, args=tuple(args),
+                                      shared_bytes=shared_bytes, cluster=c or (1, 1, 1))
         return
     from cuda.core import LaunchConfig, launch as _cc_launch
     k = _prepare(build, kernel, shared_bytes, c)
