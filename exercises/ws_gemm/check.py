@@ -14,8 +14,9 @@ is this exercise's own:
   * the compile-log rules are exercise.toml's [log] (C7508: setmaxnreg ignored; C7515: wgmma
     serialized; both MISSING FEATURE); the engine's SASS rule catches a TMA store with no
     async-proxy fence after the tile's shared-memory stores (WRONG, named).
-  * the CPU model of the machine does not know wgmma: it can judge only a ring that never turns
-    (HANG); everything else needs an H200.
+  * without a GPU, the CPU model of the machine (judge.model) runs model_cases: it finds a ring
+    that never turns (HANG), wrong rows and a dropped K tail (WRONG); work skipped on later
+    launches shows only in the timed runs, on an H200.
 """
 from __future__ import annotations
 
@@ -43,17 +44,29 @@ def from_bf16_bits(b) -> np.ndarray:
     return (np.asarray(b).astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
 
 
+def _aligned(a: np.ndarray, align: int = 1024) -> np.ndarray:
+    """A copy of a NumPy array starting on an `align`-byte boundary (a 128B-swizzled map wants 128)."""
+    raw = np.empty(a.nbytes + align, dtype=np.uint8)
+    off = (-raw.ctypes.data) % align
+    out = raw[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
 def inputs(case, xp, rng):
     M, N, K = case["m"], case["n"], case["k"]
-    return {"a": to_bf16_bits(rng.standard_normal((M, K), dtype=xp.float32), xp),
-            "b": to_bf16_bits(rng.standard_normal((N, K), dtype=xp.float32), xp)}
+    a = to_bf16_bits(rng.standard_normal((M, K), dtype=xp.float32), xp)
+    b = to_bf16_bits(rng.standard_normal((N, K), dtype=xp.float32), xp)
+    if xp is np:                     # the CPU model's "global memory": align it as cudaMalloc would
+        a, b = _aligned(a), _aligned(b)
+    return {"a": a, "b": b}
 
 
 def outputs(case, ins, xp):
     shape = (case["m"], case["n"])
     if xp is np:
         import ml_dtypes
-        return {"c": np.empty(shape, dtype=ml_dtypes.bfloat16)}
+        return {"c": _aligned(np.empty(shape, dtype=ml_dtypes.bfloat16))}
     import torch
     return {"c": torch.empty(shape, dtype=torch.bfloat16, device="cuda")}
 
@@ -84,13 +97,16 @@ def _maps(a, b, c):
     key = tuple(_address(x) for x in (a, b, c)) + (tuple(a.shape), tuple(b.shape))
     if key not in _MAPS:
         # boxes innermost first: 64 bf16 (128 bytes = the 128B swizzle span) x rows
-        make = tma.tensor_map_spec if isinstance(a, np.ndarray) else tma.tensor_map
-        _MAPS[key] = (make(a, box=(BK, BM), swizzle="128B"), make(b, box=(BK, BN), swizzle="128B"),
-                      make(c, box=(64, 64), swizzle="128B"))
+        # (over NumPy arrays the map is not encoded: judge.launch then runs the CPU model)
+        _MAPS[key] = (tma.tensor_map(a, box=(BK, BM), swizzle="128B"),
+                      tma.tensor_map(b, box=(BK, BN), swizzle="128B"),
+                      tma.tensor_map(c, box=(64, 64), swizzle="128B"))
     return _MAPS[key]
 
 
-model_cases = [{"m": 128, "n": 256, "k": 128}]     # one tile, two slices: enough to turn the ring
+# For the CPU model: one tile, K = 328 = 5 x 64 + 8: the ring wraps once (the parity flips) and
+# the last slice hangs over K.
+model_cases = [{"m": 128, "n": 256, "k": 328}]
 
 
 def launch(build, case, ins, outs):
