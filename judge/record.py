@@ -24,8 +24,9 @@ from . import config, recorded
 from .recorded import _rel, device_line, figures, load, read, source_hash  # noqa: F401 - re-exported
 
 
-#: the judge modules that measure (their code decides every recorded figure)
-MEASURING = ("judge/timing.py", "judge/compare.py", "judge/launch.py", "judge/cuda_flow.py")
+#: the judge modules whose code decides a recorded figure, when the process that saves it imported them
+MEASURING = {"judge.timing": "judge/timing.py", "judge.compare": "judge/compare.py",
+             "judge.launch": "judge/launch.py", "judge.cuda_flow": "judge/cuda_flow.py"}
 
 _mark: set[Path] = set()          # sources already attributed to an earlier section of this process
 
@@ -50,7 +51,7 @@ def save(section: str, figures: dict, *, sources: list | None = None,  # noqa: F
 
     The section lists exactly the sources it ran: those given, the kernels built since the previous
     save in this process, the course modules imported from chapters/ and exercises/, the judge's
-    measuring modules (MEASURING), and the notebook. It stores the NVRTC version that compiled them.
+    measuring modules (MEASURING) this process imported, and the notebook. It stores the NVRTC version that compiled them.
     compile_only="sm_100a": figures that need no GPU of that target (compile results, SASS features),
     recorded under that target rather than the GPU of this machine.
     """
@@ -62,7 +63,8 @@ def save(section: str, figures: dict, *, sources: list | None = None,  # noqa: F
         raise RuntimeError("record.save needs a GPU: figures are only recorded where they were measured")
     paths = set(Path(p).resolve() for p in (sources or []))
     paths |= _sources_since_last_save()
-    paths |= {(config.ROOT / m).resolve() for m in MEASURING if (config.ROOT / m).exists()}
+    import sys
+    paths |= {(config.ROOT / f).resolve() for m, f in MEASURING.items() if m in sys.modules}
     if notebook:
         paths.add((config.ROOT / notebook).resolve())
     _mark.update(p for p in build.SOURCES_READ)
