@@ -2,8 +2,7 @@
 
 The engine (judge.cuda_flow.grade) compiles histogram.cu for sm_90a, checks that the SASS shows the
 cluster barrier (UCGABAR_ARV / UCGABAR_WAIT), runs the small case on the CPU model of the machine
-(judge.model: a DSMEM access not ordered by a cluster barrier is a race there, every time), then on
-an H200 every case with fresh random inputs against numpy.bincount, exactly, and times the kernel
+(judge.model, where it supports the kernel), then on an H200 every case with fresh random inputs against numpy.bincount, exactly, and times the kernel
 against global atomics (chapters/03_clusters/histogram.cu, hist_global) measured in the same run.
 
 The launch: hist is zeroed (the poison the engine wrote is overwritten here, for every variant
