@@ -32,8 +32,12 @@ Sources, and what each was checked against (tests/test_ch04_cpu.py runs the chec
   (128 contiguous bytes); the leading byte offset steps to the next core matrix along K, the
   stride byte offset to the next along M/N.
 
-This module models base offset 0 only: every tile starts on its swizzle's repeat (1024/512/256
-bytes), as every kernel of the course keeps it. encode() still takes and checks the field.
+The ISA stores each byte field as matrix-descriptor-encode(x) = (x & 0x3FFFF) >> 4 and asks for
+16-byte alignment; encode() refuses what that would silently cut (a value not a multiple of 16,
+or one of 2^18 bytes or more) instead of masking it. The base offset is 0 when the swizzle's
+repeating pattern starts on its boundary (1024, 512, 256 bytes for 128B, 64B, 32B), else
+(pattern start address >> 7) & 7 (base_offset_for()). operand_address() models base offset 0
+only: every tile of the course starts on its swizzle's repeat.
 """
 from __future__ import annotations
 
@@ -120,6 +124,16 @@ def decode(desc: int) -> Descriptor:
         raise ValueError(f"descriptor {desc:#018x} sets bits outside its fields: {stray:#018x}")
     return Descriptor(vals["start"], vals["lbo"], vals["sbo"], vals["base_offset"],
                       MODE_SWIZZLE[vals["swizzle"]])
+
+
+def base_offset_for(pattern_start: int, swizzle: str) -> int:
+    """The base offset field for a swizzle pattern that starts at `pattern_start` (PTX ISA):
+    0 on the pattern's boundary (1024 / 512 / 256 bytes), else (pattern_start >> 7) & 7."""
+    if swizzle not in SWIZZLE_MODE:
+        raise DescriptorError("swizzle", f"{swizzle!r} is not one of {', '.join(SWIZZLE_MODE)}")
+    if swizzle == "none" or pattern_start % _tma.SWIZZLE_REPEAT[swizzle] == 0:
+        return 0
+    return (pattern_start >> 7) & 7
 
 
 def explain(desc: int) -> str:

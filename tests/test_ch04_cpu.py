@@ -268,3 +268,10 @@ def test_tile_kernel_runs_right_on_the_cpu_model(swizzle):
     atol = 4 * 64 * 2.0 ** -24 * float((np.abs(a64) @ np.abs(b64).T).max())
     cmp = compare.compare(c, a64 @ b64.T, rtol=0, atol=atol, case=f"SWIZZLE={swizzle}")
     assert cmp.ok, cmp.message
+
+
+def test_base_offset_is_zero_on_the_pattern_boundary_and_the_isa_formula_elsewhere():
+    assert [wgmma.base_offset_for(a, "128B") for a in (0, 1024, 0x8400)] == [0, 0, 0]
+    assert wgmma.base_offset_for(1024 + 3 * 128, "128B") == 3
+    assert wgmma.base_offset_for(512, "64B") == 0 and wgmma.base_offset_for(256, "32B") == 0
+    assert wgmma.base_offset_for(128, "64B") == 1
