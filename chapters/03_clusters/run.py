@@ -5,12 +5,14 @@ The notebook chapters/03_clusters.ipynb and tests/test_ch03*.py call these funct
 
     import sys; sys.path.insert(0, "chapters/03_clusters"); import run as ch03
     ch03.build("cluster_sum").sass            # any machine: NVRTC -> sm_90a cubin -> SASS
-    ch03.gpc_layout()                         # an H200: which SMs share a GPC, read from %smid
-    ch03.occupancy()                          # max_active_clusters for cluster sizes x shared memory
+    ch03.where(4), ch03.mapa_probe(4)          # an H200: rank / cluster / SM of each block; what mapa returns
+    ch03.gpc_layout()                         # which SMs share a GPC, read from %smid
+    ch03.occupancy(), ch03.residency()        # max_active_clusters; how many clusters really ran at once
     ch03.predicted_clusters(gpcs, 4, 1)       # the same count from a GPC layout (any machine)
     ch03.cluster_sum(), ch03.early_exit()     # the DSMEM reduction, and the rule broken
     ch03.dsmem_latency(), ch03.dsmem_bandwidth()
-    ch03.histogram(), ch03.multicast()
+    ch03.histogram(), ch03.multicast()        # multicast(flush=False): operands already in L2
+    python chapters/03_clusters/device_check.py OUT   # all of it on an H200, figures to OUT/ch03.json
 
 Every GPU function draws fresh random inputs, poisons its outputs (judge.compare.poison), checks
 every launch by synchronizing and compares against a float64 (or exact integer) reference before
