@@ -107,6 +107,7 @@ def _run_model(b, mod, ex, sub, checked) -> Result | None:
         return None
     if not all(hasattr(model, n) for n in ("run", "Violation", "Hang", "Unsupported")):
         return None                                      # no model in this installation
+    from . import launch as _launch
     cases = _model_cases(mod, ex)
     for i, case in enumerate(cases):
         sub.progress(f"CPU model of the async machine: case {i + 1}/{len(cases)} ({_case_name(case)})")
@@ -122,6 +123,8 @@ def _run_model(b, mod, ex, sub, checked) -> Result | None:
                                    "usually gives the right numbers"])
         except model.Hang as e:
             return Result(Verdict.HANG, str(e).splitlines()[0], details=str(e).splitlines()[1:], checked=checked)
+        except _launch.LaunchError as e:           # a shape the hardware refuses is refused everywhere
+            return Result(Verdict.WRONG, str(e), checked=checked)
         except Exception as e:  # noqa: BLE001 - a gap in the model is never the learner's fault
             checked.append(f"the CPU model could not run this kernel ({type(e).__name__}: {e}); not checked by it")
             return None
@@ -130,7 +133,6 @@ def _run_model(b, mod, ex, sub, checked) -> Result | None:
             return Result(Verdict.WRONG, bad.message, checked=checked,
                           details=["on the CPU model of the machine (asynchronous copies land as late as the "
                                    "rules allow, shared memory a stage releases is poisoned)"])
-        from . import launch as _launch
         unused = _unused_features(ex, getattr(_launch.last_model_report, "counts", {}) or {})
         if unused:
             return Result(Verdict.MISSING_FEATURE, unused, checked=checked,
