@@ -8,7 +8,8 @@
 // Block-scaled kinds (D = (A * scale_A) (B * scale_B) + D, scales per block of K, read from TMEM):
 //   kind::mxf8f6f4  A, B: E4M3 / E5M2 / E3M2 / E2M3 / E2M1, one E8M0 scale per 32 elements (MXFP8/6/4)
 //   kind::mxf4      A, B: E2M1 only, E8M0 scale per 32 (MXFP4)
-//   kind::mxf4nvf4  A, B: E2M1, E8M0 per 32 or E4M3 per 16 (.block16: NVFP4)
+//   kind::mxf4nvf4  A, B: E2M1, a scale per 32 or, with .block16, per 16; E4M3 scales (chosen in the
+//                   instruction descriptor) with .block16 are NVFP4
 #include "tcgen05.cuh"
 
 #ifndef SCALE_COLS
