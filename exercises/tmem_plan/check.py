@@ -39,7 +39,6 @@ def _need(acc):
 
 def _steps(plan, acc):
     steps = [("alloc", 0, plan["alloc"]), ("relinquish", 0), ("sync",)]
-    waits = {}
     for name, n, _ in acc:
         for b, col in enumerate(plan["columns"][name]):
             bar = f"{name}[{b}]"

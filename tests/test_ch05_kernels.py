@@ -1,0 +1,64 @@
+"""Chapter 5: the sm_100a kernels' protocols read from their PTX, and the FP8 figures against what is possible.
+
+Run: python -m pytest tests/test_ch05_kernels.py -q
+(tests/test_kernels.py already builds every kernel for its target and checks its SASS features.)
+"""
+import sys
+
+import pytest
+
+from judge import build, config, record, tmem
+
+CH = config.CHAPTERS_DIR / "05_blackwell"
+sys.path.insert(0, str(CH))
+import fp8  # noqa: E402 - chapters/05_blackwell/fp8.py
+
+# Dense tensor-core peaks of an H200 (the H100 SXM's: same GH100 chip and clocks), TFLOPS.
+H200_PEAK = {"bf16": 989.5, "fp8": 1979.0}
+
+
+def test_the_chapter_tile_follows_the_tensor_memory_rules():
+    b = build.compile(CH / "tcgen05_tile.cu", target="sm_100a")
+    steps = tmem.protocol_from_ptx(b.ptx, "tcgen05_tile")
+    kinds = [s[0] for s in steps]
+    assert kinds.index("alloc") < kinds.index("mma") < kinds.index("commit") < kinds.index("wait") \
+        < kinds.index("ld") < kinds.index("dealloc")
+    lanes = {s[1]: s[2] for s in steps if s[0] == "ld"}
+    assert lanes == {0: 0, 1: 32, 2: 64, 3: 96}          # each warp its own quarter, traced from %tid.x
+    assert ("alloc", 0, 128) in steps and ("dealloc", 0, 0, 128) in steps
+    assert sum(k == "mma" for k in kinds) == 4               # BK / 16 MMAs, one trip of the K loop
+    tmem.replay(steps)
+
+
+def test_the_tracer_refuses_what_it_cannot_follow():
+    ptx = """
+.visible .entry k(
+)
+{
+    mov.u32 %r1, %tid.x;
+    popc.b32 %r2, %r1;
+    shl.b32 %r3, %r2, 16;
+    tcgen05.ld.sync.aligned.32x32b.x8.b32 {%r4, %r5, %r6, %r7, %r8, %r9, %r10, %r11}, [%r3];
+}
+"""
+    with pytest.raises(tmem.Untraceable, match="popc"):
+        tmem.protocol_from_ptx(ptx, "k")
+
+
+def test_the_predicted_fp8_error_is_an_e4m3_rounding_error():
+    p = fp8.predicted_error(1024)
+    assert 0.02 < p["fp8_rel_err"] < 0.06           # 3 mantissa bits: a few percent on each input
+    assert p["bf16_rel_err"] < 0.005                 # 7 mantissa bits plus the bf16 output rounding
+    assert p["fp8_rel_err"] > 8 * p["bf16_rel_err"]
+
+
+def test_recorded_fp8_figures_are_possible_and_match_the_prediction():
+    figs = record.figures("ch05.fp8")
+    if figs is None:
+        pytest.skip("ch05.fp8 not recorded yet (python -m judge.hopper_record on an H200)")
+    for n, r in figs["sizes"].items():
+        assert 0 < r["bf16_tflops"] < H200_PEAK["bf16"], f"bf16 at {n}: above the hardware's peak"
+        assert 0 < r["fp8_tflops"] < H200_PEAK["fp8"], f"FP8 at {n}: above the hardware's peak"
+        pred = fp8.predicted_error(int(n))
+        assert 0.8 < r["fp8_rel_err"] / pred["fp8_rel_err"] < 1.25, (n, r, pred)
+        assert 0.8 < r["bf16_rel_err"] / pred["bf16_rel_err"] < 1.25, (n, r, pred)
