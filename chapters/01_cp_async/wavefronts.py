@@ -166,7 +166,9 @@ def run_ncu(out_dir: str) -> dict:
         wf, conf, inst = (r.get(m) for m in METRICS)
         counts[label] = {"wavefronts": wf, "bank_conflicts": conf, "instructions": inst,
                          "wavefronts_per_request": wf / inst if inst else None}
-    rec = {"device": props["name"].decode(), "date": datetime.date.today().isoformat(), "ncu": ver,
+    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], check=False,
+                            capture_output=True, text=True).stdout.strip()
+    rec = {"device": props["name"].decode(), "driver": driver, "date": datetime.date.today().isoformat(), "ncu": ver,
            "command": " ".join(cmd[:9]) + " ...", "metrics": list(METRICS), "counts": counts}
     (out / RECORD.name).write_text(json.dumps(rec, indent=1))
     return rec
