@@ -114,9 +114,8 @@ def round_to_element(x, fmt, overflow: str = "saturate") -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     a = np.abs(x)
     with np.errstate(divide="ignore", invalid="ignore"):
-        exp = np.floor(np.log2(np.where(a > 0, a, 1.0)))
-        # log2 can be off by one ulp near powers of two: correct it exactly with frexp
-        _, fexp = np.frexp(np.where(a > 0, a, 1.0))
+        # the binade of each value, exactly (frexp; a floating-point log2 rounds up just below 2^k)
+        _, fexp = np.frexp(np.where(np.isfinite(a) & (a > 0), a, 1.0))
         exp = (fexp - 1).astype(np.float64)
         exp = np.maximum(exp, 1 - e.bias)                      # subnormal range: fixed quantum
         quantum = np.exp2(exp - e.mbits)

@@ -5,6 +5,7 @@
     base = sim.alloc(warp=0, ncols=128)           # tcgen05.alloc (a power of two >= 32)
     sim.relinquish(warp=0)                        # tcgen05.relinquish_alloc_permit
     sim.mma(warp=0, col=base, ncols=128)          # tcgen05.mma: D in columns base..base+127, 128 lanes
+    sim.init("done", count=1)                     # mbarrier.init (a barrier never initialized counts 1)
     sim.commit(warp=0, bar="done")                # tcgen05.commit -> arrives on mbarrier "done"
     sim.wait(warp=1, bar="done", parity=0)        # mbarrier.try_wait.parity
     sim.ld(warp=1, lane=32, col=base, ncols=8)    # tcgen05.ld.32x32b: lanes 32..63 (warp 1's quarter)
@@ -12,7 +13,9 @@
     sim.exit()                                    # leaks and loose ends are errors here
     fig = timeline.draw({"tcgen05 tile": sim.schedule()}, S=1, **tmem.TIMELINE_ROWS)
 
-Or replay a list of steps: tmem.replay([("alloc", 0, 128), ("mma", 0, 0, 128), ...]).
+Or replay a list of steps: tmem.replay([("alloc", 0, 128), ("mma", 0, 0, 128), ...]); or read them
+from a kernel's PTX: tmem.replay(tmem.protocol_from_ptx(build.ptx, "kernel")).
+Try it: python -m judge.tmem
 
 The rules it enforces (each error names its rule and the step that broke it):
 
