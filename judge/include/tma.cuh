@@ -85,7 +85,7 @@ __device__ __forceinline__ void arrive(unsigned long long* bar) {
 }
 
 // Has the phase with this parity completed? One try. try_wait may suspend the thread until the
-// phase completes or a system-dependent time limit passes (PTX ISA, mbarrier.test_wait/try_wait);
+// phase completes or a system-dependent time limit passes (PTX ISA 9.7.13.15.16);
 // on the H200 a loop of them polled about 70 times over 540,000 cycles (chapters/02_tma/topics.py
 // wait_kinds), where a test_wait loop polled 5,456 times.
 __device__ __forceinline__ bool try_wait(unsigned long long* bar, unsigned parity) {
