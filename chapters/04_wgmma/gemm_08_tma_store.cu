@@ -27,7 +27,7 @@
 #ifndef BN
 #define BN 256          // columns per block (one m64n256k16 per consumer and k-step)
 #define BM 128          // rows per block: 2 consumers x 64
-#define BK 64           // 64 bf16 = one 128-byte swizzled row
+#define BK 64           // K per slice: 64 bf16 = 128-byte rows, 128B swizzle (32: 64-byte rows, 64B swizzle)
 #define STAGES 4        // 4 x 48 KiB ring + 2 x 16 KiB epilogue buffers = 224 KiB of 227
 #define GROUP_M 8       // cluster tile-rows walked together (L2 reuse of B)
 #define RELEASE_LAG 1   // wgmma groups a consumer leaves in flight before releasing a slot
@@ -142,8 +142,8 @@ gemm_tma_store(const __grid_constant__ TensorMap mapA, const __grid_constant__ T
         wg::fence();
 #pragma unroll
         for (int k = 0; k < BK / 16; ++k)
-          wg::mma_k16(acc, wg::desc_sw128(sA + s * A_BYTES + c * 64 * 128 + k * 32),
-                      wg::desc_sw128(sB + s * B_BYTES + k * 32), 1);
+          wg::mma_k16(acc, wg::desc_kmajor<BK * 2>(sA + s * A_BYTES + c * 64 * BK * 2 + k * 32),
+                      wg::desc_kmajor<BK * 2>(sB + s * B_BYTES + k * 32), 1);
         wg::commit();
         // Release a slot only when the wgmma that read it have finished.
         wg::wait<RELEASE_LAG>();

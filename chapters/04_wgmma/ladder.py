@@ -6,6 +6,7 @@ The notebook chapters/04_wgmma.ipynb and tests/test_ch04_kernels.py call these f
     [r["name"] for r in ladder.RUNGS]            # the eight rungs, in order
     ladder.build_rung("TMA store + L2 order").sass      # any machine: NVRTC -> sm_90a -> SASS
     ladder.check_rung("persistent", 1000, 1032, 520)    # an H200: a judge.compare.Comparison
+    ladder.model_check("TMA store + L2 order", 256, 256, 200)   # any machine: the CPU model of the GPU
     rows = ladder.measure_ladder()                # an H200: every rung and cuBLAS, one run
     tl = ladder.timeline()                        # an H200: %globaltimer per stage, and its cost
     python chapters/04_wgmma/ladder.py            # an H200: checks, table, timeline (the device script)
@@ -103,6 +104,10 @@ VARIANTS: list[dict] = [
     {**RUNGS[-1], "name": "TMA store + L2 order, row-major order",
      "what": "the top rung with GROUP_M 1: tiles walked row by row, as on rungs 5 to 7",
      "defines": {**_TOP_DEFINES, "GROUP_M": 1, "RELEASE_LAG": 1}},
+    {**RUNGS[-1], "name": "TMA store + L2 order, BK 32 x 8 stages",
+     "what": "the top rung with slices of 32 (64-byte rows, 64B swizzle) in 8 stages: the same bytes, "
+             "freed in smaller steps, so more of the ring is loading at any time",
+     "defines": {**_TOP_DEFINES, "BK": 32, "STAGES": 8, "RELEASE_LAG": 1}, "stages": 8, "bk": 32},
     {**RUNGS[-1], "name": "TMA store + L2 order, release lag 0",
      "what": "the top rung with wgmma.wait_group 0 before each release (no group kept in flight)",
      "defines": {**_TOP_DEFINES, "RELEASE_LAG": 0}},
@@ -131,7 +136,7 @@ def build_rung(name: str, **extra_defines):
 def shared_bytes(r: dict) -> int:
     """Dynamic shared memory of a rung: the ring, the epilogue buffers, 1 KiB to align to 1024."""
     bm, bn = r["tile"]
-    ring = r["stages"] * (bm + bn) * BK * 2
+    ring = r["stages"] * (bm + bn) * r.get("bk", BK) * 2
     epilogue = (bm // 64) * 64 * 128 * 2 if r["tma_store"] else 0
     return ring + epilogue + 1024
 
@@ -219,9 +224,12 @@ def launcher(name: str, M: int, N: int, K: int, *, build=None, timeline_buf=None
     def get_maps(a, bb, c):
         key = (a.data_ptr(), bb.data_ptr(), c.data_ptr())
         if key not in maps:
-            # A box: 64 bf16 (128 bytes, the 128B swizzle span) x BM rows; B box: 64 x box_b rows.
-            ma = tma.tensor_map(a, box=(BK, bm), swizzle="128B")
-            mb = tma.tensor_map(bb, box=(BK, r["box_b"]), swizzle="128B")
+            # A box: 64 bf16 (128 bytes, the 128B swizzle span) x BM rows; B box: 64 x box_b rows
+            # (rungs with slices of 32: 64-byte rows and the 64B swizzle).
+            bk = r.get("bk", BK)
+            sw = {64: "128B", 32: "64B"}[bk]
+            ma = tma.tensor_map(a, box=(bk, bm), swizzle=sw)
+            mb = tma.tensor_map(bb, box=(bk, r["box_b"]), swizzle=sw)
             mc = tma.tensor_map(c, box=(64, 64), swizzle="128B") if r["tma_store"] else None
             maps[key] = (ma, mb, mc)
         return maps[key]
@@ -288,6 +296,60 @@ def check_rung(name: str, M: int, N: int, K: int, seed=None):
     launch(a, b, c)
     _sync()
     return compare_output(c, a, b, f"{name}: M={M} N={N} K={K} seed={seed}", seed)
+
+
+def _host_aligned(shape, dtype, align: int = 1024):
+    """An uninitialized NumPy array starting on an `align`-byte boundary (as cudaMalloc's are)."""
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.empty(n + align, dtype=np.uint8)
+    off = (-raw.ctypes.data) % align
+    return raw[off:off + n].view(dtype).reshape(shape)
+
+
+def model_check(name: str, M: int, N: int, K: int, seed=None):
+    """Run one rung on the CPU model of the machine (judge.model, no GPU needed), against float64.
+
+    The model runs the kernel's own PTX with the asynchronous rules enforced as late as they allow
+    (a TMA box lands when its phase completes, a stage released too early is poisoned, a TMA store
+    without the proxy fence is a violation), so a protocol error fails here even when a GPU would
+    usually give the right numbers. Small sizes only (seconds per 256 x 256 x 256).
+    """
+    import ml_dtypes
+
+    from judge import launch as _launch
+    check_size(M, N, K)
+    r = rung(name)
+    b = build_rung(name)
+    seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
+    rng = np.random.default_rng(seed)
+    bf16 = ml_dtypes.bfloat16
+    a = _host_aligned((M, K), bf16)
+    a[...] = rng.standard_normal((M, K)).astype(bf16)
+    bb = _host_aligned((N, K), bf16)
+    bb[...] = rng.standard_normal((N, K)).astype(bf16)
+    c = _host_aligned((M, N), bf16)
+    c[...] = np.nan
+    bk = r.get("bk", BK)
+    sw = {64: "128B", 32: "64B"}[bk]
+    bm, bn = r["tile"]
+    maps = [tma.tensor_map(a, box=(bk, bm), swizzle=sw), tma.tensor_map(bb, box=(bk, r["box_b"]), swizzle=sw)]
+    if r["tma_store"]:
+        args = (*maps, tma.tensor_map(c, box=(64, 64), swizzle="128B"), np.int32(M), np.int32(N), np.int32(K),
+                np.uint64(0))
+    else:
+        args = (*maps, c.view(np.uint16), np.int32(M), np.int32(N), np.int32(K))   # the same bytes
+    cl = r["cluster"]
+    if r["persistent"]:
+        grid = (cl * min(2, -(-M // (bm * cl)) * -(-N // bn)), 1, 1)    # two blocks (clusters) share the tiles
+    else:
+        grid = (-(-N // bn), -(-M // bm), 1)
+    _launch.launch(b, r["kernel"], grid=grid, block=(r["threads"], 1, 1), args=args,
+                   shared_bytes=shared_bytes(r), cluster=(cl, 1, 1) if cl > 1 else None)
+    a64, b64 = a.astype(np.float64), bb.astype(np.float64)
+    ref = a64 @ b64.T
+    atol = 16 * math.sqrt(K) * 2.0 ** -24 * np.outer(np.linalg.norm(a64, axis=1), np.linalg.norm(b64, axis=1))
+    return _cmp.compare(c.astype(np.float32), ref, rtol=RTOL, atol=atol, norm_tol=NORM_TOL,
+                        case=f"{name} on the CPU model: M={M} N={N} K={K} seed={seed}")
 
 
 def cublas_launcher():

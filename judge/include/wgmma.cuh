@@ -27,6 +27,19 @@ __device__ __forceinline__ unsigned long long desc_sw128(const void* tile) {
   return ((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
 }
 
+// The same for tiles whose rows are ROW_BYTES = 128, 64 or 32 bytes (a TMA box of 64, 32 or 16 bf16
+// with the 128B, 64B or 32B swizzle): 8 rows make one swizzle atom of 8 * ROW_BYTES bytes, which is
+// the stride byte offset; the layout codes are 1 (128B), 2 (64B), 3 (32B). The tile starts on an
+// atom boundary; a k-step of 16 bf16 is still +32 bytes.
+template <int ROW_BYTES>
+__device__ __forceinline__ unsigned long long desc_kmajor(const void* tile) {
+  static_assert(ROW_BYTES == 128 || ROW_BYTES == 64 || ROW_BYTES == 32, "rows of 32, 64 or 128 bytes");
+  constexpr unsigned long long layout = ROW_BYTES == 128 ? 1 : ROW_BYTES == 64 ? 2 : 3;
+  unsigned long long addr = tma::smem(tile);
+  return ((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(8 * ROW_BYTES >> 4) << 32) |
+         (layout << 62);
+}
+
 // ---------------------------------------------------------------------------------- ordering
 // RULE: wgmma reads its accumulator registers asynchronously. wgmma.fence orders every earlier
 // register write (zeroing the accumulators, an epilogue that read them) and shared-memory access
