@@ -4,6 +4,7 @@ ws_gemm's solution and fixtures graded by the engine (judge.grade.check: a child
 so that a hang is a verdict).
 
     PYTHONPATH=. python chapters/04_wgmma/device_run.py          # prints a table; details in $OUT
+    PYTHONPATH=. python chapters/04_wgmma/device_run.py top      # the best rung, its variants, the timeline
 
 Results go to $OUT/ch04_device.json (or ./ch04_device.json).
 """
@@ -92,7 +93,25 @@ def main() -> int:
     return 0
 
 
+def top() -> int:
+    """Only the top of the ladder: the best rung and its variants against cuBLAS, and the timeline."""
+    import ladder
+    names = [ladder.BEST] + [v["name"] for v in ladder.VARIANTS]
+    for n in names:
+        for M, N, K in [(1000, 1032, 520), (4096, 4096, 4096)]:
+            c = ladder.check_rung(n, M, N, K)
+            print(f"  {n:40s} {M}x{N}x{K}: {'ok' if c.ok else c.message}", flush=True)
+    rows = ladder.measure_ladder(rungs=names)
+    print(ladder.table(rows), flush=True)
+    tl = ladder.timeline()
+    print(f"timeline: cost {100 * tl['cost']:.2f} % ({tl['ms_plain']:.4f} -> {tl['ms_timed']:.4f} ms); {tl['check']}")
+    (OUT / "ch04_top.json").write_text(json.dumps({"rows": rows, "timeline": tl}, default=str))
+    return 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "top":
+        sys.exit(top())
     if len(sys.argv) > 1 and sys.argv[1] == "check":
         import ladder
         sys.exit(ladder.main(["check", sys.argv[2]]))
