@@ -97,8 +97,10 @@ def run_rung(name, M=256, N=256, K=192, b=None):
     B = aligned(rng.standard_normal((N, K)).astype(BF16))
     C = aligned(compare.poison(np.empty((M, N), BF16)))
     bm, bn = r["tile"]
-    ma = tma.tensor_map_spec(A, box=(L.BK, bm), swizzle="128B")
-    mb = tma.tensor_map_spec(B, box=(L.BK, r["box_b"]), swizzle="128B")
+    bk = r.get("bk", L.BK)                        # K elements per slice (a box's inner dimension)
+    sw = "128B" if bk * 2 == 128 else f"{bk * 2}B"   # the swizzle whose span is one slice row
+    ma = tma.tensor_map_spec(A, box=(bk, bm), swizzle=sw)
+    mb = tma.tensor_map_spec(B, box=(bk, r["box_b"]), swizzle=sw)
     cl = r["cluster"]
     # persistent rungs: one cluster walks every tile, so the ring crosses tile boundaries
     grid = (cl, 1, 1) if r["persistent"] else (-(-N // bn), -(-M // bm), 1)

@@ -272,6 +272,9 @@ class Machine:
         self.r_wt = np.zeros((self.ncta, W, self.nwarps), np.int64)
         self.r_pc = np.zeros((self.ncta, W), np.int32)
         self.bulk_reading = np.zeros((self.ncta, W), np.int16)
+        self.w_atomic = np.zeros((self.ncta, W), bool)      # last write was an atomic (atomics do not race)
+        self.remote_t = np.zeros((self.ncta, n), np.int64)  # DSMEM: last access of each thread into block c
+        self.cta_done = np.zeros(self.ncta, bool)
         self.local = np.zeros((n, max(self.local_size, 8)), np.uint8)
         self.VC = np.zeros((n, n + N_MBAR_COLS), np.int64)
         self.gtime = 1
@@ -495,7 +498,40 @@ class Machine:
             self.fail("shared-window", ins, "a shared::cta access with a shared::cluster address (from mapa)")
         if (cta >= self.ncta).any():
             self.fail("shared-window", ins, "a shared::cluster address of a block outside the cluster")
+            raise Violation("shared-window", self.where(ins), "shared::cluster address outside the cluster")
+        if self.ncta > 1 and not own.all():
+            far = ~own
+            if self.cta_done[cta[far]].any():
+                k = int(np.argmax(self.cta_done[cta] & far))
+                self.fail("dsmem-after-exit", ins,
+                          f"{self.tdesc(lanes[k])} accesses the shared memory of block rank {int(cta[k])} at "
+                          f"{self.where(ins)}, after every thread of that block exited: its shared memory is "
+                          f"gone. A cluster barrier (cluster.sync()) before the owner exits keeps it alive")
+            self.remote_t[cta[far], lanes[far]] = self.gtime
         return cta, off
+
+    def check_cross(self, cta, words, thr, ins, atomic):
+        """DSMEM ordering: an access and the last write of a word, made by threads of different blocks
+        of the cluster, must be ordered (cluster barrier, mbarrier) unless both are atomics."""
+        wt = self.w_thread[cta[:, None], words]
+        T = np.broadcast_to(thr[:, None], words.shape)
+        real = (wt >= 0) & (wt < self.n)
+        cross = real & ((np.where(real, wt, 0) // self.nthr_cta) != (T // self.nthr_cta))
+        if atomic:
+            cross &= ~self.w_atomic[cta[:, None], words]
+        if not cross.any():
+            return
+        C = np.broadcast_to(cta[:, None], words.shape)
+        ok = self.know(T[cross], wt[cross], self.w_time[C[cross], words[cross]])
+        if ok.all():
+            return
+        k = int(np.argmin(ok))
+        t, w, c, wd = int(T[cross][k]), int(wt[cross][k]), int(C[cross][k]), int(words[cross][k])
+        self.fail("dsmem-unordered", ins,
+                  f"{self.tdesc(t)} accesses shared [0x{4 * wd:x}] of block rank {c} at {self.where(ins)}, "
+                  f"which {self.tdesc(w)} wrote with no cluster barrier (or mbarrier) ordering the two: "
+                  f"the access may see the value before that write, or be overwritten by it. Put a "
+                  f"cluster.sync() between them")
 
     def check_smem_range(self, off, w, lanes, ins):
         if (off < 0).any() or (off + w > self.smem_size - 16).any():
@@ -866,6 +902,23 @@ class Machine:
 
     def _on_exit(self, mask, ins):
         ts = np.nonzero(mask)[0]
+        if self.ncta > 1:
+            for c in np.unique(self.cta[ts]):
+                rows = np.arange(c * self.nthr_cta, (c + 1) * self.nthr_cta)
+                if self.cta_done[c] or self.alive[rows].any():
+                    continue
+                self.cta_done[c] = True
+                # every access of a peer into this block's shared memory must happen before it exits
+                seen = self.VC[rows, :self.n].max(axis=0)
+                late = self.remote_t[c] > seen
+                if late.any():
+                    t = int(np.argmax(late))
+                    self.fail("dsmem-after-exit", ins,
+                              f"block rank {c} exits at {self.where(ins)} with no cluster barrier after "
+                              f"{self.tdesc(t)}'s access to its shared memory: a block may exit while "
+                              f"peers still read or write its shared memory (DSMEM), and then the access "
+                              f"faults. End with cluster.sync() so that no block leaves before its peers "
+                              f"are done with it")
         for b in list(self.bulk):
             if b["thread"] in set(ts.tolist()) and not b["read"]:
                 self.fail("exit-before-bulk-read", ins,

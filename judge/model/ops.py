@@ -564,6 +564,8 @@ def _ldst(m, ins):
             cta, off = m.smem_split(a, lanes, ins, cluster_ok=True)
             m.check_smem_range(off, w, lanes, ins)
             words = m.words_of(off, w)
+            if m.ncta > 1:
+                m.check_cross(cta, words, lanes, ins, atomic=False)
             if is_ld:
                 m.check_read(cta, words, lanes, ins)
                 data = m.sm[cta[:, None], off[:, None] + np.arange(w)]
@@ -577,6 +579,7 @@ def _ldst(m, ins):
                 m.w_state[cta[:, None], words] = M.GENERIC
                 m.w_thread[cta[:, None], words] = lanes[:, None]
                 m.w_time[cta[:, None], words] = m.gtime
+                m.w_atomic[cta[:, None], words] = False
                 m.counts["st.shared"] += len(lanes)
                 m.counts["smem_fill.st.shared.bytes"] += len(lanes) * w
         elif sp == "global" or sp == "const":
@@ -642,6 +645,8 @@ def _atom(m, ins):
                 m.check_smem_range(off, w, one, ins)
                 words = m.words_of(off, w)
                 m.check_read(cta, words, one, ins)
+                if m.ncta > 1:
+                    m.check_cross(cta, words, one, ins, atomic=True)
                 cur = m.sm[cta[0], off[0]:off[0] + w].view(DT[ty])[0]
             else:
                 cur = m.gload(a, w, one, ins)[0].view(DT[ty])[0]
@@ -675,6 +680,8 @@ def _atom(m, ins):
                 m.sm[cta[0], off[0]:off[0] + w] = nb
                 m.w_state[cta[0], words[0]] = M.GENERIC
                 m.w_thread[cta[0], words[0]] = t
+                m.w_time[cta[0], words[0]] = m.gtime
+                m.w_atomic[cta[0], words[0]] = True
             else:
                 m.gstore(a, nb.reshape(1, w), one, ins)
         m.counts["atom"] += len(lanes)
