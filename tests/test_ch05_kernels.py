@@ -62,3 +62,11 @@ def test_recorded_fp8_figures_are_possible_and_match_the_prediction():
         pred = fp8.predicted_error(int(n))
         assert 0.8 < r["fp8_rel_err"] / pred["fp8_rel_err"] < 1.25, (n, r, pred)
         assert 0.8 < r["bf16_rel_err"] / pred["bf16_rel_err"] < 1.25, (n, r, pred)
+
+
+def test_block_scales_follow_rows_that_one_tensor_scale_loses():
+    r = {x["format"]: x for x in fp8.gemm_error_by_format(k=1024, rows=32)}
+    per_tensor, mx8 = r["E4M3, one scale per tensor"], r["MXFP8 E4M3 (E8M0 per 32)"]
+    assert per_tensor["worst row error"] > 0.5            # small rows underflow to zero
+    assert mx8["worst row error"] < 0.08                  # every row keeps its 3 mantissa bits
+    assert r["bf16"]["worst row error"] < mx8["median row error"] / 5

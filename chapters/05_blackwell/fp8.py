@@ -62,6 +62,37 @@ def predicted_error(n: int, block: int = 64, seed: int = 55) -> dict:
     return out
 
 
+def gemm_error_by_format(k: int = 4096, rows: int = 64, spread: float = 4.0, seed: int = 3) -> list[dict]:
+    """On the CPU: what block scaling buys inside a GEMM. A has rows whose magnitudes differ by up to
+    10^(+-spread) (as activations of different tokens do), B is normal; both are quantized along K
+    (the dimension the block scales run along), multiplied exactly in float64, and each output row is
+    compared with the float64 product. Returns the median and worst per-row relative error per format."""
+    from judge import formats
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((rows, k)) * 10.0 ** rng.uniform(-spread, spread, (rows, 1))
+    b = rng.standard_normal((rows, k))
+    ref = a @ b.T
+
+    def per_tensor_e4m3(x):                       # one FP32 scale for the tensor: amax -> 448
+        s = np.abs(x).max() / 448.0
+        return formats.round_to_element(x / s, "e4m3") * s
+
+    quantizers = {
+        "E4M3, one scale per tensor": per_tensor_e4m3,
+        "MXFP8 E4M3 (E8M0 per 32)": lambda x: formats.mx_quantize(x, "e4m3").dequantize(),
+        "MXFP6 E2M3 (E8M0 per 32)": lambda x: formats.mx_quantize(x, "e2m3").dequantize(),
+        "MXFP4 E2M1 (E8M0 per 32)": lambda x: formats.mx_quantize(x, "e2m1").dequantize(),
+        "NVFP4 (E4M3 per 16, FP32 per tensor)": lambda x: formats.nvfp4_quantize(x).dequantize(),
+        "bf16": formats.bf16_roundtrip,
+    }
+    out = []
+    for name, q in quantizers.items():
+        c = q(a) @ q(b).T
+        err = np.linalg.norm(c - ref, axis=1) / np.linalg.norm(ref, axis=1)
+        out.append({"format": name, "median row error": float(np.median(err)), "worst row error": float(err.max())})
+    return out
+
+
 def measure(sizes=SIZES, block: int = BLOCK) -> dict:
     """Both GEMMs at each size: TFLOPS (timing protocol) and accuracy against float64."""
     from judge import gpu, timing
