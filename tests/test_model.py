@@ -367,3 +367,68 @@ def test_a_multicast_block_that_expects_too_many_bytes_hangs():
         model.run(build.compile(MCAST, defines={"EXPECT": 2048}), "k", grid=(2, 1, 1), block=(32, 1, 1),
                   args=(tma.tensor_map_spec(x, box=(32, 8)), np.zeros(512, np.float32)))
     assert "tx-count 1024 bytes outstanding" in str(e.value)
+
+
+DSMEM_ADD = r'''
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void __cluster_dims__(2, 1, 1) k(unsigned* out) {
+  __shared__ unsigned bins[64];
+  cg::cluster_group cl = cg::this_cluster();
+  bins[threadIdx.x] = 0;
+  cl.sync();                                                  // zeroed everywhere before any peer adds
+  unsigned* peer = cl.map_shared_rank(bins, cl.block_rank() ^ 1);
+  atomicAdd(&peer[threadIdx.x], threadIdx.x + 1);            // a DSMEM add into the other block
+#ifndef SKIP_FINAL_SYNC
+  cl.sync();                                                  // every peer is done with my bins
+#endif
+  out[blockIdx.x * 64 + threadIdx.x] = bins[threadIdx.x];
+}'''
+
+
+def test_dsmem_adds_between_two_cluster_barriers_are_correct():
+    out = compare.poison(np.empty(128, np.uint32))
+    run_src(DSMEM_ADD, "k", args=(out,), grid=(2, 1, 1))
+    assert np.array_equal(out, np.tile(np.arange(1, 65, dtype=np.uint32), 2))
+
+
+def test_reading_a_slice_before_the_peers_finished_adding_is_caught():
+    b = build.compile(DSMEM_ADD, defines={"SKIP_FINAL_SYNC": None})
+    with pytest.raises(model.Violation) as e:
+        model.run(b, "k", grid=(2, 1, 1), block=(64, 1, 1), args=(np.zeros(128, np.uint32),))
+    assert e.value.rule == "dsmem-unordered" and "cluster.sync()" in e.value.message
+
+
+def test_a_block_that_exits_while_a_peer_writes_its_shared_memory_is_caught():
+    src = r'''
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void __cluster_dims__(2, 1, 1) k(unsigned* out) {
+  __shared__ unsigned box[64];
+  cg::cluster_group cl = cg::this_cluster();
+  cl.sync();
+  if (cl.block_rank() == 1) cl.map_shared_rank(box, 0)[threadIdx.x] = threadIdx.x;   // into block 0
+  // no cluster.sync() here: block 0 may already be gone
+  out[blockIdx.x * 64 + threadIdx.x] = 1;
+}'''
+    with pytest.raises(model.Violation) as e:
+        run_src(src, "k", args=(np.zeros(128, np.uint32),), grid=(2, 1, 1))
+    assert e.value.rule == "dsmem-after-exit"
+
+
+def test_a_cluster_barrier_one_block_skips_hangs_naming_the_missing_threads():
+    src = r'''
+extern "C" __global__ void __cluster_dims__(2, 1, 1) k(unsigned* out) {
+  unsigned rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  if (rank == 0) {
+    asm volatile("barrier.cluster.arrive.aligned; barrier.cluster.wait.aligned;" ::: "memory");
+  } else {
+    __syncthreads();
+    asm volatile("bar.sync 1, 128;" ::: "memory");   // never completes: 64 threads in the block
+  }
+  out[blockIdx.x * 64 + threadIdx.x] = rank;
+}'''
+    with pytest.raises(model.Hang) as e:
+        run_src(src, "k", args=(np.zeros(128, np.uint32),), grid=(2, 1, 1))
+    assert "wait at barrier.cluster.wait" in str(e.value) and "64 live threads of the cluster never arrive" in str(e.value)

@@ -773,6 +773,14 @@ class Machine:
                        f"{m['tx_done']})")
                 graph.append({"waiters": who.tolist(), "on": f"mbarrier 0x{m['off']:x}", "parity": parity,
                               "phase": m["phase"], "pending_arrivals": m["pending"], "tx_missing": m["tx"]})
+            elif kind == "cluster":
+                missing = np.nonzero(self.alive & (self.cl_count <= key))[0]
+                msg = (f"{len(who)} threads wait at barrier.cluster.wait (cluster barrier phase {key}); "
+                       f"{len(missing)} live threads of the cluster never arrive there"
+                       + (f" (e.g. {self.tdesc(missing[0])}, blocked on "
+                          f"{self.block_why.get(int(missing[0]), ('?',))[0]})" if len(missing) else ""))
+                graph.append({"waiters": who.tolist(), "on": "barrier.cluster", "phase": key,
+                              "missing": missing.tolist()})
             else:
                 msg = f"{len(who)} threads blocked ({kind})"
                 graph.append({"waiters": who.tolist(), "on": kind})
