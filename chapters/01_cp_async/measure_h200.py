@@ -25,16 +25,7 @@ import sgemm  # noqa: E402
 import run as ch02  # noqa: E402
 from judge import gpu, timing  # noqa: E402
 
-TUNED2_CONFIGS = [
-    {"NQ": 4, "MIN_BLOCKS": 1, "BK": 16, "STAGES": 3},
-    {"NQ": 4, "MIN_BLOCKS": 1, "BK": 16, "STAGES": 2},
-    {"NQ": 4, "MIN_BLOCKS": 1, "BK": 32, "STAGES": 2},
-    {"NQ": 4, "MIN_BLOCKS": 1, "BK": 8, "STAGES": 3},
-    {"NQ": 4, "MIN_BLOCKS": 1, "BK": 16, "STAGES": 3, "WARPS_M": 4},
-    {"NQ": 2, "BK": 16, "STAGES": 2},
-    {"NQ": 2, "BK": 16, "STAGES": 3},
-    {"NQ": 2, "BK": 32, "STAGES": 2},
-]
+TUNED2_CONFIGS = sgemm.TUNED2_CONFIGS
 
 
 def zeros_protocol(n=4096, reps=20):

@@ -30,11 +30,15 @@
 //    block (8 warps) per SM (MIN_BLOCKS = 1). The 8x8 variant (NQ = 2, MIN_BLOCKS = 2) fits 128
 //    registers, so two blocks share an SM; on the H200 it was 2-3 % slower (sgemm.py tuned2_sweep).
 //  * Grouped block order (GROUP_M block rows walked together) for L2 reuse; float4 stores of C.
+//  * Fragment addresses are one base register per stage plus compile-time offsets, so every
+//    LDS.128 carries its offset as an immediate. Written as &As[k * LDA + r0] with As recomputed
+//    per stage, the H200's NVRTC (13.0) spent an IADD3 and a LEA on each LDS.128: 14 % of the
+//    loop's instructions were not FFMA, and ptxas spilled 20 bytes. Now 8 % (sass_mix), no spill.
 //
-// Measured on the H200 (2026-11-30, cuBLAS FP32 in the same process): 43.6 TFLOPS at 4096^3 (0.85
-// of cuBLAS), 44.3 at 8192^3 (0.87). Where the rest goes (Nsight Compute, 4096^3): 8 warps per SM,
-// so 2 per scheduler; in 21 % of cycles neither is ready to issue, and 14 % of the loop's
-// instructions are not FFMA: the FMA pipe is busy 66 % of the elapsed cycles.
+// Measured on the H200 (2026-11-30, cuBLAS FP32 in the same process), in the per-load addressing
+// form above: 43.6 TFLOPS at 4096^3 (0.85 of cuBLAS), 44.3 at 8192^3 (0.87). Where the rest went
+// (Nsight Compute, 4096^3): 8 warps per SM, so 2 per scheduler; in 21 % of cycles neither was ready
+// to issue, and the FMA pipe was busy 66 % of the elapsed cycles.
 
 #include <cuda_pipeline.h>
 
@@ -145,16 +149,21 @@ sgemm_tuned2(int M, int N, int K, const float* __restrict__ A, const float* __re
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
 
   float4 fa[2][2], fb[2][NQ];            // [which k buffer][which quadrant]
-  auto load_frag = [&](int slot, const float* As, const float* Bs, int k) {
-    fa[slot][0] = *reinterpret_cast<const float4*>(&As[k * LDA + r0]);
-    fa[slot][1] = *reinterpret_cast<const float4*>(&As[k * LDA + r0 + WM / 2]);
+  // Fragment loads address shared memory from one base per stage plus compile-time byte offsets.
+  const float* a_frag = smem + r0;
+  const float* b_frag = smem + A_STAGE + c0;
+  auto load_frag = [&](int slot, int stage, int k) {
+    const float4* ap = reinterpret_cast<const float4*>(a_frag + stage * STAGE_FLOATS + k * LDA);
+    const float4* bp = reinterpret_cast<const float4*>(b_frag + stage * STAGE_FLOATS + k * BN);
+    fa[slot][0] = ap[0];
+    fa[slot][1] = ap[WM / 8];
 #pragma unroll
-    for (int q = 0; q < NQ; ++q) fb[slot][q] = *reinterpret_cast<const float4*>(&Bs[k * BN + c0 + q * QN]);
+    for (int q = 0; q < NQ; ++q) fb[slot][q] = bp[q * QN / 4];
   };
 
   __pipeline_wait_prior(STAGES - 2);     // STAGES-1 groups committed: tile 0 has landed
   __syncthreads();
-  load_frag(0, smem, smem + A_STAGE, 0);
+  load_frag(0, 0, 0);
 
   // Ring positions kept as running indices: kt % STAGES would cost an integer division per use
   // when STAGES is not a power of two.
@@ -167,20 +176,18 @@ sgemm_tuned2(int M, int N, int K, const float* __restrict__ A, const float* __re
     __pipeline_commit();
     wr = (wr + 1 == STAGES) ? 0 : wr + 1;
 
-    const float* As = smem + rd * STAGE_FLOATS;
+    const int cur_stage = rd;
     rd = (rd + 1 == STAGES) ? 0 : rd + 1;
-    const float* Bs = As + A_STAGE;
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
       const int cur = k & 1;
       if (k < BK - 1) {
-        load_frag(cur ^ 1, As, Bs, k + 1);
+        load_frag(cur ^ 1, cur_stage, k + 1);
       } else if (kt + 1 < num_tiles) {
         // kt + STAGES groups committed: wait_prior(STAGES-2) leaves tiles 0..kt+1 landed.
         __pipeline_wait_prior(STAGES - 2);
         __syncthreads();                 // everyone's copies of kt+1 visible; everyone done reading kt
-        const float* An = smem + rd * STAGE_FLOATS;       // rd already names tile kt+1's buffer
-        load_frag(cur ^ 1, An, An + A_STAGE, 0);
+        load_frag(cur ^ 1, rd, 0);                         // rd already names tile kt+1's buffer
       }
       const float a[8] = {fa[cur][0].x, fa[cur][0].y, fa[cur][0].z, fa[cur][0].w,
                           fa[cur][1].x, fa[cur][1].y, fa[cur][1].z, fa[cur][1].w};
