@@ -94,8 +94,9 @@ it exit first), the warp-level lockstep of shfl/vote (lanes are assumed converge
 
 Report: .counts (dynamic, per thread: "instructions", "cp.async", "smem_fill.cp.async.bytes",
 "smem_fill.st.shared.bytes", "smem_fill.tma.bytes", "tma.load", "tma.store", "ld.shared",
-"st.global", "bar.sync", "mbarrier.*", "wgmma", "wgmma.flops", ...), .timeline (events: cp.async, commit, land, barrier,
-mbarrier.init, tma.load, phase, tma.store, bulk.read, exit, violation), .steps, .seconds.
+"st.global", "bar.sync", "mbarrier.*", "wgmma", "wgmma.flops", ...), .timeline (events: cp.async,
+commit, wait, land, barrier, mbarrier.init, tma.load, phase, tma.store, bulk.read, wgmma, exit,
+violation; each with its step t), .steps, .seconds.
 """
 from __future__ import annotations
 

@@ -854,6 +854,7 @@ def _cp(m, ins):
             limit = m.ncommit - n
             m.last_wait_n[mask] = n
             m.cover[mask] = limit[mask] - 1
+            m.event("wait", what="cp.async.wait_group", n=n, threads=int(np.count_nonzero(mask)))
             m.cpa_land(mask, limit, ins)
             m.counts["cp.async.wait_group"] += int(np.count_nonzero(mask))
         return wait

@@ -184,6 +184,8 @@ def mbarrier_handler(m, ins):
                     mb["waiters"].append(int(t))
             m.counts["mbarrier.wait"] += int(ok.sum())
             if ok.any():
+                m.event("wait", what="mbarrier", threads=int(ok.sum()))
+            if ok.any():
                 m.wr(dst, ok, mask & ok, False)
         return wait
     raise Unsupported(ins.op)
