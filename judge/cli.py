@@ -238,9 +238,6 @@ def main(argv=None, prog: str = PROG) -> int:
     except Usage as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted: the check and every process it started were stopped", file=sys.stderr)
-        return 130
     except BrokenPipeError:          # `course list | head`: the reader left; nothing more to say
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -248,6 +245,12 @@ def main(argv=None, prog: str = PROG) -> int:
         except OSError:
             pass
         return 0
+    except OSError as e:             # a workspace that cannot be written, a file that vanished
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: the check and every process it started were stopped", file=sys.stderr)
+        return 130
 
 
 def run() -> None:

@@ -78,7 +78,7 @@ def _progress_file() -> Path:
 def _entry_ok(v) -> bool:
     if not isinstance(v, dict):
         return False
-    if "status" in v and v["status"] not in STATUS_RANK:
+    if "status" in v and (not isinstance(v["status"], str) or v["status"] not in STATUS_RANK):
         return False
     if "hints_seen" in v and (not isinstance(v["hints_seen"], int) or isinstance(v["hints_seen"], bool)
                               or v["hints_seen"] < 0):

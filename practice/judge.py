@@ -47,8 +47,7 @@ def main() -> int:
     missing = _missing()
     if missing:
         venv = _venv_python()
-        here = Path(sys.executable).absolute()
-        if venv is not None and venv.absolute() != here and not os.environ.get("COURSE_REEXEC"):
+        if venv is not None and not os.environ.get("COURSE_REEXEC"):
             os.environ["COURSE_REEXEC"] = "1"          # never loop if the venv lacks them too
             os.execv(str(venv), [str(venv), str(Path(__file__).resolve())] + sys.argv[1:])
         print(f"error: {sys.executable} lacks what the course needs ({', '.join(missing)}).\n"

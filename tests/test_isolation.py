@@ -1,5 +1,7 @@
 """Isolation: a check that hangs becomes HANG, one that dies becomes CRASH, and the caller carries on.
 
+(What a learner's own code may not do, apart from the grader, is tests/test_sandbox.py.)
+
 CPU tests run everywhere; the GPU tests (a kernel spinning on an mbarrier, an illegal address,
 a trap, then a healthy kernel in the next child) need an sm_90 GPU and skip elsewhere.
 """
@@ -18,6 +20,15 @@ def test_a_python_loop_that_never_ends_is_a_hang_within_the_limit():
     assert r.verdict == Verdict.HANG
     assert time.monotonic() - t < 8
     assert "no progress for 2 s" in r.message
+
+
+def test_printing_the_old_progress_marker_resets_nothing():
+    """Progress travels on a private pipe; what a function prints is only output."""
+    cheat = Path(__file__).parent / "probes" / "cheats" / "progress_spam.py"
+    t = time.monotonic()
+    r = isolate.run_function(cheat, "schedule", timeout=2, K=4, L=10, C=10, S=1)
+    assert r.verdict == Verdict.HANG, r
+    assert time.monotonic() - t < 12
 
 
 def test_an_exception_is_a_crash_that_names_it():

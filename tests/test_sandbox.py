@@ -195,3 +195,13 @@ def test_the_learners_own_file_draws_into_its_workspace_folder():
     r = _check(ex.id, None)
     assert r.verdict == Verdict.PASS, r
     assert Path(r.figures[0]).parent == config.workspace_dir() / ex.id / "figures"
+
+
+def test_a_file_that_loops_forever_while_imported_is_a_hang(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUDGE_TIMEOUT", "2")
+    f = tmp_path / "timeline.py"
+    f.write_text("while True:\n    print('@@progress still importing', flush=True)\n")
+    t = time.monotonic()
+    r = _check("pipeline_timeline", f)
+    assert r.verdict == Verdict.HANG and "importing your timeline.py did not finish within 2 s" in r.message, r
+    assert time.monotonic() - t < 12
