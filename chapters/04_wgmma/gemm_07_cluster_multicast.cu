@@ -5,7 +5,8 @@
 // blocks paired in clusters of 2 that compute vertically adjacent tiles: rows m0 and m0 + 128,
 // the SAME 256 columns. Both need the same B slice, so each block's producer loads half of it
 // (128 of the 256 rows of B) and multicasts it into BOTH blocks' shared memory: every B byte
-// crosses L2 -> SM once per cluster instead of once per block (a quarter less L2 traffic).
+// crosses L2 -> SM once per cluster instead of once per block: a block now pulls 16 KiB of A
+// and 16 of B per slice instead of 16 + 32, a third less L2 traffic.
 // The price: a slot may be refilled only when the consumers of BOTH blocks have released it
 // (the peer's copy lands in our slot too), so consumers arrive on both blocks' empty barriers.
 // Run: chapters/04_wgmma/ladder.py (build_rung("cluster multicast"), check_rung, measure_ladder).
