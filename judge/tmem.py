@@ -424,6 +424,9 @@ class _Tracer:
         before = [i for i in self.defs.get(operand, []) if i < at]
         if not before:
             raise Untraceable(f"{operand} has no definition above line {at}")
+        if len(before) > 1:                 # branches (or a rotated loop) merge several values here
+            raise Untraceable(f"{operand} is defined {len(before)} times above line {at} "
+                              f"(lines {', '.join(map(str, before))}): which one reaches it depends on branches")
         i = before[-1]
         op, args = _INSN.match(self.lines[i]).groups()
         ops = [a.strip() for a in args.split(",")][1:]
@@ -440,10 +443,27 @@ class _Tracer:
                  "max": lambda: max(v(0), v(1))}
         if base in table:
             return table[base]() & 0xFFFFFFFFFFFFFFFF
+        if base == "not":
+            return ~v(0) & 0xFFFFFFFFFFFFFFFF
+        if base == "neg":
+            return -v(0) & 0xFFFFFFFFFFFFFFFF
+        if base == "selp":                               # selp d, a, b, p: p ? a : b
+            return v(0) if v(2) else v(1)
+        if base == "setp":                               # setp.cmp.type p, a, b
+            cmp = op.split(".")[1]
+            bits = int(re.sub(r"\D", "", op.split(".")[-1]) or 32)
+            def signed(x):
+                x &= (1 << bits) - 1
+                return x - (1 << bits) if op.split(".")[-1].startswith("s") and x >> (bits - 1) else x
+            a, b = signed(v(0)), signed(v(1))
+            tests = {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b,
+                     "lo": a < b, "ls": a <= b, "hi": a > b, "hs": a >= b}
+            if cmp in tests:
+                return int(tests[cmp])
         raise Untraceable(f"line {i}: {self.lines[i]!r} ({op} is not modelled)")
 
 
-def protocol_from_ptx(ptx: str, kernel: str, *, threads: int = 128) -> list[tuple]:
+def protocol_from_ptx(ptx: str, kernel: str, *, threads: int = 128, notes: list | None = None) -> list[tuple]:
     """The tcgen05 protocol of a kernel, read from its PTX in textual order, as replay() steps.
 
     Each tcgen05.alloc / relinquish / mma / commit / dealloc is one step of warp 0 (the column
@@ -451,6 +471,10 @@ def protocol_from_ptx(ptx: str, kernel: str, *, threads: int = 128) -> list[tupl
     every warp, with the parity of its turn (parity is not what this checks); each tcgen05.ld is one
     step per warp, with the lane traced from the address that warp's first thread computes. Loops
     count once, so the steps are the first trip through the kernel; ends with ("sync",) and ("exit",).
+
+    A value the tracer cannot follow (an instruction it does not model, or a register that several
+    branches define) raises Untraceable; with a `notes` list, a tcgen05.ld lane it cannot follow is
+    instead taken to be the warp's own quarter, and a note saying so is appended to `notes`.
     """
     lines = _kernel_body(ptx, kernel)
     tr = _Tracer(lines, threads)
@@ -490,7 +514,15 @@ def protocol_from_ptx(ptx: str, kernel: str, *, threads: int = 128) -> list[tupl
             reps = int(shape.group(3)) if shape else 1
             addr = ops[-1]
             for w in range(warps):
-                a = tr.value(addr, i, 32 * w)
+                try:
+                    a = tr.value(addr, i, 32 * w)
+                except Untraceable as e:
+                    if notes is None:
+                        raise
+                    a = ((32 * (w % 4)) << 16)
+                    note = f"the TMEM address of a tcgen05.ld was not followed ({e}); its lane quarter is unchecked"
+                    if note not in notes:
+                        notes.append(note)
                 steps.append(("ld", w, (a >> 16) & 0xFFFF, a & 0xFFFF, reps))
         elif op.startswith("tcgen05.st"):
             shape = re.search(r"\.x(\d+)", op)

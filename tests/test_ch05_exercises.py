@@ -77,3 +77,10 @@ def test_failures_name_the_element_and_the_rule(graded):
     assert "nibbles are swapped" in r.message
     _, r = graded[("e8m0_scale", "wrong_ceil_log2.py")]
     assert "448.0" in r.message and "OCP floor rule" in r.details[0]
+
+
+def test_an_untraceable_lane_passes_and_says_it_was_not_checked(graded):
+    _, r = graded[("tcgen05_gemm", "correct_lane_by_cases.cu")]
+    assert "lane quarters not traced" in r.message and any("unchecked" in d for d in r.details)
+    _, r = graded[("tcgen05_gemm", "solution.cu")]
+    assert not r.details and "lane quarters and dealloc" in r.message

@@ -96,3 +96,21 @@ def test_double_buffered_accumulators_overlap_the_epilogue():
     assert all(one[i + 1][0] >= one[i][3] for i in range(3))       # MMAs wait for the drain
     assert all(two[i + 1][0] == two[i][1] for i in range(3))       # back to back on the tensor core
     assert two[-1][3] < one[-1][3]
+
+
+def test_the_ptx_tracer_does_not_guess_between_branches():
+    ptx = """
+.visible .entry k(
+)
+{
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, 0;
+    mov.u32 %r2, 2097152;
+    tcgen05.ld.sync.aligned.32x32b.x8.b32 {%r4, %r5, %r6, %r7, %r8, %r9, %r10, %r11}, [%r2];
+}
+"""
+    with pytest.raises(tmem.Untraceable, match="defined 2 times"):
+        tmem.protocol_from_ptx(ptx, "k")
+    notes = []
+    steps = tmem.protocol_from_ptx(ptx, "k", notes=notes)
+    assert [s[2] for s in steps if s[0] == "ld"] == [0, 32, 64, 96] and "unchecked" in notes[0]
