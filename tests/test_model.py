@@ -432,3 +432,62 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) k(unsigned* out) {
     with pytest.raises(model.Hang) as e:
         run_src(src, "k", args=(np.zeros(128, np.uint32),), grid=(2, 1, 1))
     assert "wait at barrier.cluster.wait" in str(e.value) and "64 live threads of the cluster never arrive" in str(e.value)
+
+
+# ------------------------------------------------------------------------------------------- spellings
+def test_cuda_pipeline_spelling_runs_as_the_same_cp_async_instructions():
+    src = (SGEMM / "solution.cu").read_text()
+    src = src.replace("#include <cuda_pipeline.h>\n", "#include <cuda_pipeline.h>\n#include <cuda/pipeline>\n")
+    src = src.replace("""  __pipeline_memcpy_async(&As[a_row * BK + a_col], &A[(size_t)a_row * K + k0 + a_col], 16);
+  __pipeline_memcpy_async(&Bs[b_row * BN + b_col], &B[(size_t)(k0 + b_row) * N + b_col], 16);""",
+                      """  cuda::pipeline<cuda::thread_scope_thread> pipe = cuda::make_pipeline();
+  cuda::memcpy_async(&As[a_row * BK + a_col], &A[(size_t)a_row * K + k0 + a_col], cuda::aligned_size_t<16>(16), pipe);
+  cuda::memcpy_async(&Bs[b_row * BN + b_col], &B[(size_t)(k0 + b_row) * N + b_col], cuda::aligned_size_t<16>(16), pipe);""")
+    src = src.replace("__pipeline_commit();", "cuda::make_pipeline().producer_commit();")
+    src = src.replace("__pipeline_wait_prior(STAGES - 2);",
+                      "{ auto p = cuda::make_pipeline(); cuda::pipeline_consumer_wait_prior<STAGES - 2>(p); }")
+    assert "__pipeline" not in src.split("// ----------------------------------------------------------------- the kernel")[1]
+    C, ref, rep = sgemm(src)
+    assert sgemm_ok(C, ref, 72) and rep.counts["cp.async"] == 9 * 8192 // 16
+    # and the same mistake in this spelling is the same race
+    with pytest.raises(model.Violation):
+        sgemm(src.replace("cuda::pipeline_consumer_wait_prior<STAGES - 2>", "cuda::pipeline_consumer_wait_prior<STAGES - 1>"))
+
+
+CUDA_PTX_TILES = r'''#include <cuda/ptx>
+struct alignas(128) TensorMap { unsigned long long opaque[16]; };
+namespace ptx = cuda::ptx;
+extern "C" __global__ void tma_affine(const __grid_constant__ TensorMap in_map, const __grid_constant__ TensorMap out_map) {
+  __shared__ alignas(128) float tile[32 * 64];
+  __shared__ alignas(8) unsigned long long bar;
+  const int coords[2] = {int(blockIdx.x) * 64, int(blockIdx.y) * 32};
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_init(&bar, 1);
+    ptx::fence_proxy_async(ptx::space_shared);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, &bar, sizeof(tile));
+    ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, tile, &in_map, coords, &bar);
+  }
+  while (!ptx::mbarrier_try_wait_parity(&bar, 0)) {}
+  for (int i = threadIdx.x; i < 32 * 64; i += blockDim.x) tile[i] = 2.0f * tile[i] + 1.0f;
+  ptx::fence_proxy_async(ptx::space_shared);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    ptx::cp_async_bulk_tensor(ptx::space_global, ptx::space_shared, &out_map, coords, tile);
+    ptx::cp_async_bulk_commit_group();
+    ptx::cp_async_bulk_wait_group_read(ptx::n32_t<0>());
+  }
+}
+'''
+
+
+def test_cuda_ptx_spelling_of_the_tma_tile_kernel_is_the_same_machine():
+    y, ref, rep = tiles(CUDA_PTX_TILES)
+    assert compare.compare(y, ref, rtol=2.0 ** -23, atol=2.0 ** -24).ok
+    assert rep.counts["tma.load"] == 4 and rep.counts["tma.store"] == 4
+    with pytest.raises(model.Violation) as e:             # without the second fence: caught again
+        tiles(CUDA_PTX_TILES.replace("  ptx::fence_proxy_async(ptx::space_shared);\n  __syncthreads();\n  if",
+                                     "  __syncthreads();\n  if"))
+    assert e.value.rule == "proxy-fence"
