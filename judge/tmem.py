@@ -494,7 +494,8 @@ def protocol_from_ptx(ptx: str, kernel: str, *, threads: int = 128, notes: list 
         elif op.startswith("tcgen05.relinquish_alloc_permit"):
             steps.append(("relinquish", 0))
         elif op.startswith("tcgen05.mma"):
-            col = tr.value(ops[0], i, 0) & 0xFFFF
+            col = _or_note(lambda: tr.value(ops[0], i, 0) & 0xFFFF, 0, notes,
+                           "the accumulator column of a tcgen05.mma was not followed ({}); taken as column 0")
             try:
                 n = ((tr.value(ops[3], i, 0) >> 17) & 0x3F) << 3
             except Untraceable:
@@ -531,10 +532,23 @@ def protocol_from_ptx(ptx: str, kernel: str, *, threads: int = 128, notes: list 
                 steps.append(("st", w, (a >> 16) & 0xFFFF, a & 0xFFFF, int(shape.group(1)) if shape else 1))
         elif op.startswith("tcgen05.dealloc"):
             steps.append(("sync",))
-            steps.append(("dealloc", 0, tr.value(ops[0], i, 0) & 0xFFFF, tr.value(ops[1], i, 0)))
+            col = _or_note(lambda: tr.value(ops[0], i, 0) & 0xFFFF, 0, notes,
+                           "the column a tcgen05.dealloc frees was not followed ({}); taken as column 0")
+            steps.append(("dealloc", 0, col, tr.value(ops[1], i, 0)))
     # the commit's barrier operand is a register holding the barrier's address: name it by symbol
     steps.append(("exit",))
     return _name_barriers(steps, tr, lines)
+
+
+def _or_note(fn, default, notes, text):
+    """fn(), or (with a notes list) `default` and a note saying what was assumed."""
+    try:
+        return fn()
+    except Untraceable as e:
+        if notes is None:
+            raise
+        notes.append(text.format(e))
+        return default
 
 
 def _name_barriers(steps, tr, lines):
