@@ -364,6 +364,9 @@ class Launcher(_Launcher_chapter):   # noqa: F811 - adds the alpha/beta signatur
         N = B.shape[1]
         if B.shape[0] != K or C.shape != (M, N):
             raise ValueError(f"shapes do not chain: A {A.shape}, B {B.shape}, C {C.shape}")
+        for name, x in (("A", A), ("B", B), ("C", C)):
+            if x.dtype != np.float32 or not x.flags.c_contiguous:
+                raise ValueError(f"{name} must be a C-contiguous float32 CuPy array")
         self.spec.refuse(M, N, K)
         self.kernel(self.spec.grid(M, N), (self.spec.threads,),
                     (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), A, B, np.float32(beta), C))
