@@ -145,6 +145,9 @@ def _run(req: dict, progress, timeout: float) -> Result:
                 if line is None:
                     open_streams -= 1
                     continue
+                if kind == "out" and time.monotonic() > min(deadline, start + TOTAL_LIMIT_S):
+                    hung = True                  # output alone is no progress, however much of it
+                    break
                 if kind == "out":
                     output.append(line)
                     n_output += 1
