@@ -71,10 +71,13 @@ def test_os_exit_in_a_call_is_a_crash_naming_the_call():
     assert "schedule(4, 10, 10, 1)" in r.message and "exit 7" in r.message, r.message
 
 
-def test_a_syntax_error_points_at_the_learners_line():
-    r = _check("pipeline_timeline", CHEATS / "syntax_error.py")
+def test_a_syntax_error_points_at_the_learners_line(tmp_path):
+    f = tmp_path / "timeline.py"
+    f.write_text('"""A file with a syntax error on line 5."""\n\n\ndef schedule(K, L, C, S):\n'
+                 '    return [(0, L, L, L + C) for k in range(K)\n')
+    r = _check("pipeline_timeline", f)
     assert r.verdict == Verdict.WRONG, r
-    assert "does not parse" in r.message and "syntax_error.py line 5" in r.message, r.message
+    assert "does not parse" in r.message and "timeline.py line 5" in r.message, r.message
     assert "importlib" not in str(r) and "<frozen" not in str(r)
 
 
@@ -138,7 +141,7 @@ def test_plain_values_come_back_and_others_are_opaque(learner):
     assert learner.LIMIT == 7
     assert learner.raises_custom.__name__ == "raises_custom"
     with pytest.raises(AttributeError):
-        learner.not_defined
+        _ = learner.not_defined
 
 
 def test_the_learner_process_cannot_read_the_course_files(learner):
