@@ -491,3 +491,11 @@ def test_cuda_ptx_spelling_of_the_tma_tile_kernel_is_the_same_machine():
         tiles(CUDA_PTX_TILES.replace("  ptx::fence_proxy_async(ptx::space_shared);\n  __syncthreads();\n  if",
                                      "  __syncthreads();\n  if"))
     assert e.value.rule == "proxy-fence"
+
+
+def test_a_cp_async_in_a_branch_no_launch_takes_fills_nothing():
+    # the SASS shows LDGSTS, but the counts say who filled shared memory: st.shared, every byte
+    # (the compiler addresses these stores as [%r + 16384] with %r = x - 16384: 32-bit wrap-around)
+    C, ref, rep = sgemm(SGEMM / "fixtures/wrong_dead_ldgsts.cu")
+    assert sgemm_ok(C, ref, 72)
+    assert rep.counts["cp.async"] == 0 and rep.counts["smem_fill.st.shared.bytes"] == 9 * 8192

@@ -412,14 +412,19 @@ class Machine:
         """Per-lane address of an [addr] operand (uint64 array)."""
         if op.kind != "addr":
             raise Unsupported(ins.text, "expected an address operand")
+        wide = True
         if not op.name:
             base = np.uint64(0)
         elif op.name in self.sym:
             base = np.uint64(self.sym[op.name])
+            wide = self.sym_space.get(op.name) != "shared"
         else:
-            base = self.rd(_ptx.Operand("reg", name=op.name), "u64" if self._is64(op.name) else "u32", ins).astype(np.uint64)
+            wide = self._is64(op.name)
+            base = self.rd(_ptx.Operand("reg", name=op.name), "u64" if wide else "u32", ins).astype(np.uint64)
         a = np.broadcast_to(np.asarray(base, np.uint64), (self.n,))
-        return a + np.uint64(op.value & 0xFFFFFFFFFFFFFFFF) if op.value >= 0 else a - np.uint64(-op.value)
+        a = a + np.uint64(op.value & 0xFFFFFFFFFFFFFFFF)         # wraps modulo 2^64, as the hardware's adds
+        # a 32-bit address register plus an offset wraps at 32 bits ([%r95+16384] with %r95 = x - 16384)
+        return a if wide else a & np.uint64(0xFFFFFFFF)
 
     def _is64(self, name):
         v = self.regs.get(name)
