@@ -19,6 +19,7 @@ import collections
 import json
 import os
 import queue
+import secrets
 import signal
 import subprocess
 import sys
@@ -48,7 +49,7 @@ def figure_dir(ex, path: Path) -> Path:
         own = False
     if own:
         return config.workspace_dir() / ex.id / "figures"
-    return Path(tempfile.mkdtemp(prefix=f"judge-figures-{ex.id}-"))
+    return Path(tempfile.gettempdir()) / f"judge-figures-{ex.id}-{secrets.token_hex(6)}"   # made when drawn
 
 
 def run_check(ex, path: Path, *, progress=None, timeout: float | None = None) -> Result:
