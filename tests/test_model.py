@@ -499,3 +499,11 @@ def test_a_cp_async_in_a_branch_no_launch_takes_fills_nothing():
     C, ref, rep = sgemm(SGEMM / "fixtures/wrong_dead_ldgsts.cu")
     assert sgemm_ok(C, ref, 72)
     assert rep.counts["cp.async"] == 0 and rep.counts["smem_fill.st.shared.bytes"] == 9 * 8192
+
+
+def test_without_strict_a_read_with_no_barrier_after_the_wait_sees_poison():
+    # every copy has landed (each thread waited for its own), but a thread reading another thread's
+    # bytes with no barrier since that thread's wait reads poison: the output is wrong
+    C, ref, rep = sgemm(SGEMM / "fixtures/wrong_no_barrier.cu", strict=False)
+    assert {v.rule for v in rep.violations} >= {"cp.async-visibility"}
+    assert not sgemm_ok(C, ref, 72) and np.isnan(C).any()

@@ -561,14 +561,21 @@ class Machine:
     def check_read(self, cta, words, thr, ins, proxy="generic"):
         """Thread thr (per row) reads words: each must hold landed, visible bytes."""
         st = self.w_state[cta[:, None], words]
-        if not (st & 0b101).any() and not (st == CPA_LANDED).any() and not (st == TMA_LANDED).any():
-            return
+        if not ((st == CPA_PENDING) | (st == TMA_PENDING) | (st == CPA_LANDED) | (st == TMA_LANDED)).any():
+            return None
         T = np.broadcast_to(thr[:, None], words.shape)
         C = np.broadcast_to(cta[:, None], words.shape)
+        bad = np.zeros(words.shape, bool)         # words this read may not see: they read as poison
         for state in (CPA_PENDING, TMA_PENDING, CPA_LANDED, TMA_LANDED):
             hit = st == state
             if not hit.any():
                 continue
+            if state in (CPA_PENDING, TMA_PENDING):
+                bad |= hit
+            else:
+                okw = np.ones(words.shape, bool)
+                okw[hit] = self.know(T[hit], self.w_thread[C[hit], words[hit]], self.w_time[C[hit], words[hit]])
+                bad |= ~okw
             i, j = np.argwhere(hit)[0] if state in (CPA_PENDING, TMA_PENDING) else (None, None)
             if state == CPA_PENDING:
                 self._bad_pending_read(ins, int(T[i, j]), int(C[i, j]), int(words[i, j]))
@@ -603,6 +610,7 @@ class Machine:
                           f"phase {int(self.w_group[c, w])} of the mbarrier at shared "
                           f"0x{mb['off'] if mb else 0:x}, without having waited on that phase (nor "
                           f"synchronized with a thread that did)")
+        return bad
 
     def _bad_pending_read(self, ins, t, c, w):
         issuer = int(self.w_thread[c, w])

@@ -567,8 +567,13 @@ def _ldst(m, ins):
             if m.ncta > 1:
                 m.check_cross(cta, words, lanes, ins, atomic=False)
             if is_ld:
-                m.check_read(cta, words, lanes, ins)
+                bad = m.check_read(cta, words, lanes, ins)
                 data = m.sm[cta[:, None], off[:, None] + np.arange(w)]
+                if bad is not None and bad.any():       # (strict=False) what may not be seen is poison
+                    nb = np.repeat(bad, 4, axis=1)[:, :w] if w >= 4 else np.broadcast_to(bad[:, :1], (len(lanes), w))
+                    poison = np.broadcast_to(np.frombuffer(np.uint32(M.POISON32).tobytes(), np.uint8),
+                                             (len(lanes), max(w, 4) // 4, 4)).reshape(len(lanes), -1)[:, :w]
+                    data = np.where(nb, poison, data)
                 m.note_read(cta, words, lanes, m.cur_pc)
                 m.counts["ld.shared"] += len(lanes)
             else:
