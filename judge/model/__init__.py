@@ -53,7 +53,8 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
 6. TMA (cp.async.bulk.tensor 1-5D, tile mode, multicast::cluster with ctaMask) with the tensor
    map's semantics from judge/tma.py: boxes (inner first), elementStrides, out-of-bounds fill
    (zero or NaN, counted in the tx bytes), swizzle 32/64/128B on the shared address bits.
-   1-D cp.async.bulk global<->shared too.
+   1-D cp.async.bulk global<->shared too; cp.reduce.async.bulk.tensor (add, min, max, inc, dec, and,
+   or, xor) combines with global memory when its read completes.
 7. fence.proxy.async. PTX: generic-proxy writes to shared memory are not visible to the async
    proxy until a proxy fence. MODEL: a TMA/bulk store that reads a word written by st.shared
    is a Violation ("proxy-fence") unless the writing thread executed fence.proxy.async after the

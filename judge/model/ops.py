@@ -835,6 +835,9 @@ def _fence(m, ins):
 # ---------------------------------------------------------------------------- cp.async
 def _cp(m, ins):
     p = ins.parts
+    if p[1] == "reduce" and len(p) > 4 and p[2:5] == ["async", "bulk", "tensor"]:
+        from . import tma as T
+        return T._tma_store(m, ins, reduce=True)
     if p[1] != "async":
         raise Unsupported(ins.op)
     if len(p) > 2 and p[2] == "bulk":

@@ -382,10 +382,16 @@ def _check_store_source(m, ins, t, cta, words, what):
             m.fail(rule, ins, msg)
 
 
-def _tma_store(m, ins):
+REDOPS = ("add", "min", "max", "inc", "dec", "and", "or", "xor")
+
+
+def _tma_store(m, ins, reduce=False):
     p = ins.parts
     if "im2col" in p:
         raise Unsupported(ins.op, "TMA im2col")
+    redop = next((o for o in REDOPS if o in p), None) if reduce else None
+    if reduce and redop is None:
+        raise Unsupported(ins.op, "reduction operator")
     dstm, src = ins.args[:2]
 
     def run(ins, mask, full):
@@ -404,8 +410,8 @@ def _tma_store(m, ins):
             m.bulk_reading[c, words] += 1
             m.bulk.append({"thread": int(t), "group": int(m.nbulk[t]), "cta": c, "words": words, "pos": pos,
                            "addr": addr, "inb": inb, "eb": eb, "spec": spec, "read": False, "done": False,
-                           "pc": m.cur_pc, "kind": "tensor"})
-            m.counts["tma.store"] += 1
+                           "pc": m.cur_pc, "kind": "tensor", "redop": redop})
+            m.counts["tma.reduce" if redop else "tma.store"] += 1
             m.event("tma.store", thread=int(t), coords=co)
     return run
 
@@ -420,7 +426,25 @@ def bulk_complete(m, b, ins):
         spec = b["spec"]
         base, size, u8 = _region(m, spec, ins)
         off = b["addr"][b["inb"]] - base
-        u8[off[:, None] + np.arange(b["eb"])] = data[b["inb"]]
+        new = np.ascontiguousarray(data[b["inb"]])
+        if b.get("redop"):                      # cp.reduce.async.bulk: combine with what is in memory
+            import ml_dtypes
+            dt = np.dtype(ml_dtypes.bfloat16) if spec.dtype == "bfloat16" else np.dtype(spec.dtype)
+            old = np.ascontiguousarray(u8[off[:, None] + np.arange(b["eb"])]).view(dt)[:, 0]
+            val = new.view(dt)[:, 0]
+            op = b["redop"]
+            if op == "add":
+                res = (old.astype(np.float64) + val.astype(np.float64)).astype(dt) if dt.kind == "f" else old + val
+            elif op in ("min", "max"):
+                res = np.minimum(old, val) if op == "min" else np.maximum(old, val)
+            elif op in ("and", "or", "xor"):
+                res = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op](old, val)
+            elif op == "inc":
+                res = np.where(old >= val, 0, old + 1).astype(dt)
+            else:
+                res = np.where((old == 0) | (old > val), val, old - 1).astype(dt)
+            new = np.ascontiguousarray(res.astype(dt)).view(np.uint8).reshape(-1, b["eb"])
+        u8[off[:, None] + np.arange(b["eb"])] = new
         m.counts["tma.store.bytes"] += int(b["inb"].sum()) * b["eb"]
     else:
         one = np.array([b["thread"]])
