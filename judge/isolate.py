@@ -53,7 +53,13 @@ def figure_dir(ex, path: Path) -> Path:
 
 
 def run_check(ex, path: Path, *, progress=None, timeout: float | None = None) -> Result:
-    """Run exercises/<id>/check.py on `path` in a child process."""
+    """Run exercises/<id>/check.py on `path` in a child process.
+
+    A file that cannot be graded (a folder, not UTF-8 text, the wrong language, over
+    config.MAX_SOURCE_BYTES) raises judge.workspace.BadFile saying what to do, before any child starts.
+    """
+    from . import workspace
+    workspace.validate_file(ex, path)
     timeout = timeout if timeout is not None else config.timeout_s(ex.needs_gpu)
     req = {"exercise": ex.id, "file": str(path), "figures": str(figure_dir(ex, path)),
            "call_limit": timeout}

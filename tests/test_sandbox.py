@@ -208,3 +208,13 @@ def test_a_file_that_loops_forever_while_imported_is_a_hang(tmp_path, monkeypatc
     r = _check("pipeline_timeline", f)
     assert r.verdict == Verdict.HANG and "importing your timeline.py did not finish within 2 s" in r.message, r
     assert time.monotonic() - t < 12
+
+
+def test_a_notebook_gets_a_clear_error_for_a_file_that_cannot_be_graded(tmp_path):
+    from judge import workspace
+    big = tmp_path / "timeline.py"
+    big.write_text("x = 1\n" * 400_000)                       # 2.4 MB: not a learner's source
+    with pytest.raises(workspace.BadFile, match="at most"):
+        _check("pipeline_timeline", big)
+    with pytest.raises(workspace.BadFile, match="grades a Python file"):
+        _check("pipeline_timeline", exercise.get("cp_async_sgemm").solution_path)
