@@ -507,3 +507,23 @@ def test_without_strict_a_read_with_no_barrier_after_the_wait_sees_poison():
     C, ref, rep = sgemm(SGEMM / "fixtures/wrong_no_barrier.cu", strict=False)
     assert {v.rule for v in rep.violations} >= {"cp.async-visibility"}
     assert not sgemm_ok(C, ref, 72) and np.isnan(C).any()
+
+
+def test_local_arrays_and_clock_spin_loops_run():
+    # a locally indexed array lives in local memory (.local, ld.local); clock64/globaltimer advance
+    # with the model's steps, so a spin-wait ends
+    src = r'''
+extern "C" __global__ void k(const int* idx, float* out) {
+  float v[16];
+  for (int i = 0; i < 16; ++i) v[i] = i * 1.5f + threadIdx.x;
+  long long t0 = clock64();
+  while (clock64() - t0 < 1000) {}
+  unsigned long long g0, g1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1)); } while (g1 - g0 < 2000);
+  out[threadIdx.x] = v[idx[threadIdx.x] & 15];
+}'''
+    idx = np.random.default_rng().integers(0, 16, 64).astype(np.int32)
+    out = compare.poison(np.empty(64, np.float32))
+    run_src(src, "k", args=(idx, out))
+    assert np.array_equal(out, (idx & 15) * 1.5 + np.arange(64))

@@ -327,6 +327,9 @@ class Machine:
                 v = self.regs[name]
             elif name in self.sreg:
                 v = self.sreg[name]
+            elif name in ("%clock", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"):
+                # time advances with the model's steps (32 "ns" or cycles a step): spin loops end
+                v = np.full(self.n, 32 * self.gtime, np.uint64 if name in ("%clock64", "%globaltimer") else np.uint32)
             elif name.startswith("%"):
                 v = self.regs.setdefault(name, np.zeros(self.n, self._store_dtype(name, ty)))
             else:

@@ -345,10 +345,7 @@ def _mov(m, ins):
         return pack
 
     def run(ins, mask, full):
-        v = m.rd(a, ty, ins)
-        if a.kind == "reg" and a.name.startswith("%clock") or a.kind == "reg" and a.name == "%globaltimer":
-            v = np.full(m.n, m.gtime, DT[ty])
-        m.wr(d, v, mask, full)
+        m.wr(d, m.rd(a, ty, ins), mask, full)
     return run
 
 

@@ -242,7 +242,7 @@ def parse(text: str) -> Module:
             while j < len(lines):
                 line = _COMMENT.sub("", lines[j])
                 s = line.strip()
-                if s.startswith(".loc"):
+                if s.startswith(".loc") and not s.startswith(".local"):
                     m = _LOC.match(s)
                     here = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
                     if m.group(4):
