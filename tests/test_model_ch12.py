@@ -97,3 +97,14 @@ def test_tma_store_and_reduce_add_from_several_blocks():
                     args=tuple(tma.tensor_map_spec(a, box=(32, 16)) for a in (x, y, acc)))
     assert np.array_equal(y, 2 * x) and np.array_equal(acc, acc0 + repeat * x)
     assert rep.counts["tma.reduce"] == (cols // 32) * (rows // 16) * repeat
+
+
+@pytest.mark.parametrize("defines", [{"PREFETCH": 0}, {"PREFETCH": 1, "EVICT_FIRST": 1}])
+def test_one_dimensional_bulk_copies_add_one_chunk_by_chunk(defines):
+    n = 5 * 4096                                            # five 16 KB chunks over two blocks
+    x = np.random.default_rng().random(n).astype(np.float32)
+    y = compare.poison(np.empty(n, np.float32))
+    rep = model.run(build.compile(CH2 / "bulk_add_one.cu", defines=defines), "bulk_add_one", grid=(2,),
+                    block=(256,), args=(x, y, np.int32(n // 4096)))
+    assert np.array_equal(y, x + 1)
+    assert rep.counts["bulk.load"] == 5 and rep.counts["bulk.store"] == 5

@@ -719,6 +719,14 @@ def _nop(m, ins):
     return run
 
 
+def _createpolicy(m, ins):
+    d = ins.args[0]
+
+    def run(ins, mask, full):            # an opaque L2 cache policy: only a hint, no effect on results
+        m.wr(d, np.zeros(m.n, np.uint64), mask, full)
+    return run
+
+
 def _trap(m, ins):
     def run(ins, mask, full):
         t = int(np.nonzero(mask)[0][0])
@@ -1053,7 +1061,7 @@ _TABLE = {
     "bra": _bra, "ret": _exit, "exit": _exit, "trap": _trap,
     "bar": _bar, "barrier": _bar, "membar": _nop, "fence": _fence,
     "nanosleep": _nop, "prefetch": _nop, "prefetchu": _nop, "griddepcontrol": _nop, "setmaxnreg": _nop,
-    "pmevent": _nop, "discard": _nop, "applypriority": _nop, "createpolicy": None,
+    "pmevent": _nop, "discard": _nop, "applypriority": _nop, "createpolicy": _createpolicy,
     "cp": _cp, "mbarrier": _mbarrier, "shfl": _shfl, "vote": _vote, "activemask": _activemask,
     "elect": _elect, "mapa": _mapa, "getctarank": _getctarank, "wgmma": _wgmma,
 }
