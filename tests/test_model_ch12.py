@@ -108,3 +108,39 @@ def test_one_dimensional_bulk_copies_add_one_chunk_by_chunk(defines):
                     block=(256,), args=(x, y, np.int32(n // 4096)))
     assert np.array_equal(y, x + 1)
     assert rep.counts["bulk.load"] == 5 and rep.counts["bulk.store"] == 5
+
+
+def test_cp_async_zero_fill_pads_a_tile_outside_the_matrix():
+    rows, cols, ld = 37, 70, 72
+    x = np.random.default_rng().random((rows, ld)).astype(np.float32) + 1.0      # never 0 inside
+    gx, gy = -(-cols // 32), -(-rows // 32)
+    tiles = compare.poison(np.empty((gy * 32, gx * 32), np.float32))
+    model.run(ch2("zfill_tile"), "zfill_tile", grid=(gx, gy), block=(256,),
+              args=(x, np.int32(rows), np.int32(cols), np.int32(ld), tiles))
+    want = np.zeros_like(tiles)
+    want[:rows, :cols] = x[:, :cols]
+    assert np.array_equal(tiles, want)
+
+
+def test_a_load_issued_before_its_expect_tx_still_completes_the_phase():
+    host = np.random.default_rng().integers(-2 ** 30, 2 ** 30, size=(32, 64), dtype=np.int32)
+    out = compare.poison(np.empty_like(host))
+    model.run(ch2("tx_late"), "tx_late", grid=(2, 2), block=(128,), args=(tma.tensor_map_spec(host, box=(32, 16)), out))
+    assert np.array_equal(out, host + 1)
+
+
+def test_a_pipelined_tma_copy_ring_copies_every_tile():
+    src = np.random.default_rng().random((64, 256)).astype(np.float32)
+    dst = compare.poison(np.empty_like(src))
+    model.run(build.compile(CH2 / "tma_copy_pipelined.cu"), "tma_copy_pipelined", grid=(3,), block=(64,),
+              args=(tma.tensor_map_spec(src, box=(64, 32)), tma.tensor_map_spec(dst, box=(64, 32)), np.int32(4),
+                    np.int32(8)))
+    assert np.array_equal(dst, src)
+
+
+@pytest.mark.parametrize("how", [0, 1, 2])
+def test_every_way_of_waiting_on_an_mbarrier_finishes(how):
+    res = np.zeros(6, np.int64)
+    model.run(build.compile(CH2 / "wait_kinds.cu", defines={"HOW": how, "WORK": 200, "HINT_NS": 1000}),
+              "wait_kinds", grid=(2,), block=(160,), args=(np.float32(0.5), res, np.zeros(2, np.float32)))
+    assert (res.reshape(2, 3)[:, 1] >= 1).all()          # the waiter polled at least once

@@ -7,7 +7,7 @@
     rep.counts["cp.async"], rep.counts["smem_fill.st.shared.bytes"]   # who filled shared memory
     # raises model.Violation (WRONG), model.Hang (HANG), model.Unsupported (cannot judge)
 
-Try it: .venv/bin/python -m pytest tests/test_model.py tests/test_model_ch4.py -q
+Try it: .venv/bin/python -m pytest tests/test_model.py tests/test_model_ch12.py tests/test_model_ch3.py tests/test_model_ch4.py -q
 
 What runs: the PTX of the very compile that is graded (Build.ptx; NVRTC, -lineinfo), so
 `__pipeline_*`, `cuda::pipeline`, cooperative groups, `cuda::ptx` and inline asm all arrive as
