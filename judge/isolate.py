@@ -63,7 +63,7 @@ def run_check(ex, path: Path, *, progress=None, timeout: float | None = None) ->
     timeout = timeout if timeout is not None else config.timeout_s(ex.needs_gpu)
     req = {"exercise": ex.id, "file": str(path), "figures": str(figure_dir(ex, path)),
            "call_limit": timeout}
-    r = _run(req, progress, timeout)
+    r = _run(req, progress, timeout, grace=0.0 if ex.needs_gpu else GRACE_S)
     if r.verdict == Verdict.SKIP and not any(d.lower().startswith("not checked") for d in r.details):
         r.details = r.details + [not_checked(ex)]
     return r
@@ -90,6 +90,13 @@ def run_function(file, function: str, *, timeout: float = 10.0, progress=None, *
     return _run(req, progress, timeout)
 
 
+def progress(text: str) -> None:
+    """Inside a run_function child: report progress (resets the watchdog). Printing does not."""
+    from . import submission
+    if submission._channel is not None:
+        submission._channel.progress(text)
+
+
 def _kill(proc) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -98,7 +105,7 @@ def _kill(proc) -> None:
     proc.wait()
 
 
-def _run(req: dict, progress, timeout: float) -> Result:
+def _run(req: dict, progress, timeout: float, grace: float = 0.0) -> Result:
     with tempfile.TemporaryDirectory(prefix="judge-") as tmp:
         req = dict(req, figures=req.get("figures", str(Path(tmp) / "figures")))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
@@ -137,7 +144,7 @@ def _run(req: dict, progress, timeout: float) -> Result:
             pass
         output: collections.deque = collections.deque(maxlen=OUTPUT_LINES)
         n_output, last_progress, result_json = 0, "starting", None
-        limit = timeout + GRACE_S
+        limit = timeout + grace
         start = time.monotonic()
         deadline = start + limit
         open_streams, hung = 2, False
@@ -173,7 +180,7 @@ def _run(req: dict, progress, timeout: float) -> Result:
         if hung:
             _kill(proc)
             return Result(Verdict.HANG,
-                          f"no progress for {timeout:.0f} s during '{last_progress}'; the process was killed",
+                          f"no progress for {limit:.0f} s during '{last_progress}'; the process was killed",
                           details=["a loop that never ends looks like this: in Python, a condition that never "
                                    "becomes true; in a kernel, a wait on something that never comes (an "
                                    "mbarrier whose expected bytes never arrive) or a counter that stops "

@@ -72,3 +72,9 @@ def test_gpu_trap_is_a_crash():
     r = isolate.run_function(PROBES, "gpu_kernel", name="trap_now", timeout=30)
     assert r.verdict == Verdict.CRASH, r
     assert isolate.run_function(PROBES, "gpu_add_one", timeout=30).verdict == Verdict.PASS
+
+
+def test_progress_from_a_child_keeps_a_slow_function_alive():
+    slow = Path(__file__).parent / "probes" / "isolation_probes.py"
+    r = isolate.run_function(slow, "python_slow_with_progress", timeout=1, steps=4, step_s=0.6)
+    assert r.verdict == Verdict.PASS and r.measurements["value"] == 4, r
