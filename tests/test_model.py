@@ -527,3 +527,39 @@ extern "C" __global__ void k(const int* idx, float* out) {
     out = compare.poison(np.empty(64, np.float32))
     run_src(src, "k", args=(idx, out))
     assert np.array_equal(out, (idx & 15) * 1.5 + np.arange(64))
+
+
+CPASYNC_MBAR = r'''
+#include "tma.cuh"
+extern "C" __global__ void k(const float* in, float* out) {
+  __shared__ __align__(16) float s[4 * 64];
+  __shared__ alignas(8) unsigned long long bar;
+  if (threadIdx.x == 0) tma::mbar_init(&bar, NOINC ? 64 : 64);
+  __syncthreads();
+  unsigned dst = tma::smem(&s[4 * threadIdx.x]);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(in + 4 * threadIdx.x) : "memory");
+#if NOINC
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(tma::smem(&bar)) : "memory");
+#else
+  asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" :: "r"(tma::smem(&bar)) : "memory");
+  tma::arrive(&bar);
+#endif
+#if WAIT
+  while (!tma::try_wait(&bar, 0)) {}
+#endif
+  for (int i = 0; i < 4; ++i) out[4 * threadIdx.x + i] = s[(4 * threadIdx.x + 4 * 17 + i) % 256];
+}'''
+
+
+@pytest.mark.parametrize("noinc", [1, 0])
+def test_cp_async_mbarrier_arrive_lands_the_copies_for_whoever_waits(noinc):
+    # each thread copies 16 bytes and hands completion to an mbarrier; after the wait every thread
+    # may read every other thread's bytes (the cuda::barrier + memcpy_async pattern)
+    x = np.random.default_rng().standard_normal(256).astype(np.float32)
+    out = compare.poison(np.empty(256, np.float32))
+    model.run(build.compile(CPASYNC_MBAR, defines={"NOINC": noinc, "WAIT": 1}), "k", block=(64,), args=(x, out))
+    assert np.array_equal(out, np.roll(x, -68))
+    with pytest.raises(model.Violation) as e:             # without the wait: another thread's copy may be in flight
+        model.run(build.compile(CPASYNC_MBAR, defines={"NOINC": noinc, "WAIT": 0}), "k", block=(64,),
+                  args=(x, np.zeros(256, np.float32)))
+    assert e.value.rule == "cp.async-wait"
