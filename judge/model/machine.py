@@ -636,7 +636,8 @@ class Machine:
                       f"{self.tdesc(t)} read shared [0x{4 * w:x}] at {self.where(ins)} while "
                       f"{self.tdesc(issuer)}'s cp.async (group {g}, issued at {where_issue}) into it may "
                       f"still be in flight: that thread has not waited for the group "
-                      f"(cp.async.wait_group in the issuing thread, then a barrier)")
+                      f"(cp.async.wait_group in the issuing thread, then a barrier; or cp.async.mbarrier.arrive "
+                      f"and a wait on that mbarrier)")
 
     def note_read(self, cta, words, thr, pc):
         C = np.broadcast_to(cta[:, None], words.shape)
