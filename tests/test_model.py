@@ -563,3 +563,17 @@ def test_cp_async_mbarrier_arrive_lands_the_copies_for_whoever_waits(noinc):
         model.run(build.compile(CPASYNC_MBAR, defines={"NOINC": noinc, "WAIT": 0}), "k", block=(64,),
                   args=(x, np.zeros(256, np.float32)))
     assert e.value.rule == "cp.async-wait"
+
+
+def test_a_block_waiting_for_another_block_through_global_memory_gets_no_verdict():
+    # blocks run one cluster at a time in the model: block 0 spinning on a flag block 1 sets would
+    # never end here, although it ends on a GPU - the model says it cannot judge, never HANG
+    src = r'''
+extern "C" __global__ void k(volatile int* flag, int* out) {
+  if (blockIdx.x == 1) { flag[0] = 1; return; }
+  while (flag[0] == 0) {}
+  out[threadIdx.x] = 1;
+}'''
+    with pytest.raises(model.Unsupported):
+        run_src(src, "k", block=(32,), grid=(2, 1, 1), args=(np.zeros(1, np.int32), np.zeros(32, np.int32)),
+                budget=2000)

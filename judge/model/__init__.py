@@ -79,6 +79,8 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    which barrier / mbarrier and parity, how many arrivals and tx bytes are missing. A kernel that
    runs past `budget` instruction groups (default 100000 per cluster, about 2 s of CPU) is a Hang
    too ("a loop that never ends"): size the model's cases so a correct run stays far below it.
+   Clusters run one after another, so a kernel with global atomics or volatile/acquire loads that
+   runs past the budget with more than one cluster may be waiting for another block: Unsupported.
 12. Anything else the model does not know (im2col TMA, wgmma with A in registers or other types,
    barrier reductions, calls, textures, ...) raises Unsupported naming the PTX instruction: never
    a verdict.

@@ -746,6 +746,16 @@ class Machine:
         return ops.handler(self, ins)
 
     def _budget_hang(self, ins):
+        # Blocks of different clusters run one after another here. A kernel that waits for another
+        # block through global memory (a flag, a counter) would spin forever in the model although
+        # it finishes on a GPU: with such instructions and more than one cluster, give no verdict.
+        clusters = int(np.prod([g // c for g, c in zip(self.grid, self.cluster)]))
+        sync_like = [i for i in self.k.code if i.parts[0] in ("atom", "red") and "shared" not in "".join(i.parts)
+                     or i.parts[0] == "ld" and any(q in i.parts for q in ("acquire", "volatile", "relaxed"))
+                     and not any(q.startswith("shared") for q in i.parts)]
+        if clusters > 1 and sync_like:
+            raise Unsupported(sync_like[0].text, "the kernel ran past the step budget and may be waiting for "
+                              "another block through global memory; the model runs one cluster at a time")
         live = np.nonzero(self.alive)[0]
         pcs = Counter(int(self.pc[t]) - 1 for t in live if not self.blocked[t])
         where = "; ".join(f"{n} threads at {self.where(self.k.code[max(p, 0)])}" for p, n in pcs.most_common(3))
