@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
             ex = exercise.get(req["exercise"])
             sub = submission.Submission(ex, Path(req["file"]), Path(req["figures"]),
                                         call_limit=req.get("call_limit"))
-            result = exercise.import_file(ex.folder / "check.py", f"check_{ex.id}").check(sub)
+            result = exercise.grader(ex)(sub)
     except Stop as s:
         result = s.result
     except sandbox.Ended as e:              # the learner's process hung or died
