@@ -7,7 +7,7 @@
 Recorded on an H200 on 2026-11-30 (ncu 2025.3.1, driver 580.159.04): wavefronts_h200.json beside
 this file. judge.tma.bank_conflicts reproduces all 22 probe counts; the course's previous rule
 (previous_model below: 8- and 16-byte loads served 128 bytes at a time, broadcast only inside
-those groups) missed 7 of them, among them sgemm_tuned's padded A read (it said 4, ncu counted 2).
+those groups) missed 5 of them, among them sgemm_tuned's padded A read (it said 4, ncu counted 2).
 
 On an H200 (the counters need ncu and a GPU; run from the repository root):
 
