@@ -10,8 +10,9 @@
 //   stamps[b * (1 + 3T) + 1 + 3t + 1] when the wait + barrier for tile t returned (ready)
 //   stamps[b * (1 + 3T) + 1 + 3t + 2] when thread 0 finished computing tile t     (done)
 // The copy itself is invisible: "ready" is an upper bound on its arrival, the moment the block
-// could use it. %globaltimer is a global nanosecond clock that advances in 32 ns steps on the H200,
-// so single intervals are coarse: one tile (128x128x8, 131072 FMAs per block) computes for
+// could use it. %globaltimer is a global nanosecond clock; the PTX ISA (10.28) documents it as
+// "intended for use by NVIDIA tools", target-specific and free to change, so it is used here only to
+// observe. It advanced in 32 ns steps on the H200 (measured), so single intervals are coarse: one tile (128x128x8, 131072 FMAs per block) computes for
 // roughly a microsecond when two blocks share an SM's 128 FMA lanes.
 // Other blocks and threads only test one uniform condition, yet the stamps are not free: each one
 // orders the surrounding work (the "memory" clobber, the dependency on the last FMA) and stores to
