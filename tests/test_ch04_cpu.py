@@ -168,16 +168,20 @@ def test_ring_model_one_slot_is_serial_and_many_slots_hide_the_shorter_side():
 # ----------------------------------------------------------------------------- the exercises
 IDS = ["wgmma_descriptor", "wgmma_fragment", "ws_ring_phases"]
 EXS = {i: exercise.get(i) for i in IDS}
-FIXTURES = [(i, name) for i in IDS for name in EXS[i].fixtures]
 STARTER_SAYS = {"wgmma_descriptor": ["encode", "NotImplementedError"],
                 "wgmma_fragment": ["coord", "NotImplementedError"],
                 "ws_ring_phases": ["start", "NotImplementedError"]}
 
 
+# the files whose messages the tests below read (every verdict is tests/test_exercises.py's)
+STORIES = [("wgmma_descriptor", "wrong_layout_codes_reversed.py"), ("wgmma_descriptor", "wrong_sbo_one_row.py"),
+           ("ws_ring_phases", "wrong_empty_count_one.py"), ("ws_ring_phases", "wrong_producer_starts_phase_0.py"),
+           ("ws_ring_phases", "wrong_consumer_starts_phase_1.py")]
+
+
 @pytest.fixture(scope="module")
 def graded():
-    jobs = [(i, ex.solution_path) for i, ex in EXS.items()] + [(i, ex.starter_path) for i, ex in EXS.items()] \
-        + [(i, EXS[i].fixture_path(n)) for i, n in FIXTURES]
+    jobs = [(i, ex.starter_path) for i, ex in EXS.items()] + [(i, EXS[i].fixture_path(n)) for i, n in STORIES]
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = pool.map(lambda job: grade.check(job[0], job[1], quiet=True), jobs)
         return {(i, p.name): r for (i, p), r in zip(jobs, results)}
@@ -196,26 +200,11 @@ def test_exercise_is_complete_and_starter_is_generated(ex_id):
 
 
 @pytest.mark.parametrize("ex_id", IDS)
-def test_solution_passes(graded, ex_id):
-    r = graded[(ex_id, EXS[ex_id].solution_path.name)]
-    assert r.verdict == Verdict.PASS, str(r)
-    assert r.checked
-
-
-@pytest.mark.parametrize("ex_id", IDS)
 def test_untouched_starter_is_wrong_and_says_what_to_do(graded, ex_id):
     r = graded[(ex_id, "starter.py")]
     assert r.verdict == Verdict.WRONG, str(r)
     for words in STARTER_SAYS[ex_id]:
         assert words in r.message, r.message
-
-
-@pytest.mark.parametrize("ex_id,name", FIXTURES)
-def test_fixture_gets_its_verdict(graded, ex_id, name):
-    r = graded[(ex_id, name)]
-    assert r.verdict.value == EXS[ex_id].fixtures[name], f"{name} ({EXS[ex_id].fixture_notes[name]}): {r}"
-    if r.verdict == Verdict.WRONG:
-        assert "(" in r.message                                  # a failure names its call or its case
 
 
 def test_descriptor_failures_name_the_field_and_the_misread_element(graded):

@@ -1,5 +1,7 @@
 """tests/test_cpu_exercises_ch1.py - the CPU exercises group_accounting and smem_budget, graded as a learner's file is.
 
+Their solutions' and fixtures' verdicts are tests/test_exercises.py's; here: what the chapter expects of them.
+
 Run: python -m pytest tests/test_cpu_exercises_ch1.py -q      (no GPU; each grade runs in a child process)
 """
 import pytest
@@ -7,7 +9,6 @@ import pytest
 from judge import exercise, grade
 
 IDS = ["group_accounting", "smem_budget"]
-FIXTURES = [(ex_id, name) for ex_id in IDS for name in exercise.get(ex_id).fixtures]
 # what the untouched starter must say: it names the function and how to begin
 STARTER_SAYS = {"group_accounting": ["safe_tiles", "NotImplementedError", "wait_prior(n)"],
                 "smem_budget": ["stage_bytes", "NotImplementedError", "A tile (BM x BK)"]}
@@ -31,27 +32,11 @@ def test_orders_within_the_chapter():
 
 
 @pytest.mark.parametrize("ex_id", IDS)
-def test_solution_passes(ex_id):
-    r = grade.check(ex_id, exercise.get(ex_id).solution_path, quiet=True)
-    assert r.verdict == grade.Verdict.PASS, str(r)
-    assert r.checked
-
-
-@pytest.mark.parametrize("ex_id", IDS)
 def test_untouched_starter_is_wrong_and_says_what_to_do(ex_id):
     r = grade.check(ex_id, exercise.get(ex_id).starter_path, quiet=True)
     assert r.verdict == grade.Verdict.WRONG, str(r)
     for words in STARTER_SAYS[ex_id]:
         assert words in r.message, r.message
-
-
-@pytest.mark.parametrize("ex_id,name", FIXTURES)
-def test_fixture_gets_its_verdict(ex_id, name):
-    ex = exercise.get(ex_id)
-    r = grade.check(ex_id, ex.fixture_path(name), quiet=True)
-    assert r.verdict.value == ex.fixtures[name], f"{name} ({ex.fixture_notes[name]}): {r}"
-    if r.verdict == grade.Verdict.WRONG:
-        assert "(" in r.message or "round" in r.message      # a failure names its case
 
 
 def test_group_accounting_reference_matches_the_readme_examples():
