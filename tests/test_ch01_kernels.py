@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from judge import build, config, gpu
+from judge import config, gpu
 
 CH = config.CHAPTERS_DIR / "01_cp_async"
 sys.path.insert(0, str(CH))

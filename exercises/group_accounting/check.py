@@ -50,7 +50,7 @@ def _as_sets(got, K, call):
     try:
         rounds = [set(x) for x in got]
     except TypeError:
-        raise _Fail(f"{call} returned {str(got)[:80]}: expected a list with one set of tiles per round")
+        raise _Fail(f"{call} returned {str(got)[:80]}: expected a list with one set of tiles per round") from None
     if len(rounds) != K:
         raise _Fail(f"{call} returned {len(rounds)} set(s): expected one per round, K = {K}")
     for kt, s in enumerate(rounds):
