@@ -111,6 +111,7 @@ from pathlib import Path
 import numpy as np
 
 from . import ptx as _ptx
+from . import replay  # noqa: F401 - model.replay.draw(report): the run as a pipeline timeline
 from .machine import Hang, Machine, Unsupported, Violation
 
 __all__ = ["run", "Report", "Violation", "Hang", "Unsupported", "parse"]
