@@ -33,7 +33,7 @@ def test_the_model_replays_a_three_stage_pipeline_as_the_course_draws_it():
             assert ks >= sched[k - 1][3], "compute k starts after compute k-1 ended"
     assert max(n for _, n in timeline.occupancy(sched)) == 3      # S buffers, never more
     fig = model.replay.draw(rep, S=3)
-    assert fig.axes and "CPU model" in fig.axes[0].get_title()
+    assert fig.axes and "CPU model" in fig.axes[0].get_title(loc="left")
 
 
 def test_a_race_is_marked_where_the_model_found_it():
