@@ -62,14 +62,23 @@ def cmd_list(args) -> int:
         status = p.get("status", "-")
         if p.get("tier"):
             status += f" ({p['tier']})"
-        rows.append((e.id, e.title, str(e.chapter), e.difficulty,
-                     "needs sm_90" if e.needs_gpu else "any", status))
+        rows.append((e.id, e.title, str(e.chapter), e.difficulty, _where(e), status))
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip())
     if not gpu.meets("sm_90"):
-        print("\nNo Hopper GPU here: GPU exercises compile and show their SASS, then SKIP.")
+        print("\nNo Hopper GPU here: GPU exercises compile, show their SASS and run on the CPU model of the "
+              "machine (correctness; speed is measured on a Hopper GPU only).")
     return 0
+
+
+def _where(e) -> str:
+    """Where an exercise's verdict comes from: any machine, a Hopper GPU, or compile-and-simulate."""
+    if not e.needs_gpu:
+        return "any"
+    if e.target.startswith("sm_90"):
+        return "needs sm_90 to time"
+    return f"{e.target}: compiled + simulated"
 
 
 def cmd_start(args) -> int:
