@@ -79,3 +79,18 @@ def test_the_readme_figures_are_the_recorded_ones():
     readme = (config.ROOT / "README.md").read_text()
     block = readme[readme.index(record.README_BEGIN) + len(record.README_BEGIN):readme.index(record.README_END)]
     assert block.strip() == record.figures_table(), "run python -m judge --readme after a record run"
+
+
+def test_each_reference_solution_clears_its_tier_by_more_than_the_measured_spread():
+    """A tier must not be a coin toss: the reference's figure sits above its tier's line by more than
+    the spread of the timings that made it (judge.cuda_flow counts a figure within the spread as below)."""
+    from judge import config, exercise
+    for ex in exercise.all_exercises():
+        sec = record.load(f"exercise.{ex.id}")
+        if not ex.needs_gpu or not sec or sec["device"].startswith("compile-only"):
+            continue
+        m = sec["figures"]["verdicts"]["solution"]["measurements"]
+        tier = sec["figures"]["verdicts"]["solution"]["tier"]
+        spread = max(m["spread"], m["ceiling_spread"], config.TIER_SPREAD_FLOOR)
+        assert m["fraction"] >= float(ex.tiers[tier]) * (1 + spread), (ex.id, tier, m["fraction"], spread)
+
