@@ -31,7 +31,7 @@ from pathlib import Path
 from . import config
 from .result import Result, Verdict
 
-TOTAL_LIMIT_S = 900.0   # no check may run longer than this, progress or not
+TOTAL_LIMIT_S = config.TOTAL_CHECK_LIMIT_S   # no check may run longer than this, progress or not
 GRACE_S = 5.0           # the worker's own limit on a learner call fires first; this is the backstop
 OUTPUT_LINES = 200      # lines of the learner's output kept (the last ones)
 LINE_CHARS = 2000       # characters kept of one output line
