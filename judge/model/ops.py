@@ -1023,12 +1023,25 @@ def _mapa(m, ins):
     d, a, r = ins.args[:3]
     ty = _types(ins.parts)[-1]
 
+    generic = "shared" not in "".join(ins.parts)      # mapa.u64 on generic addresses (what NVRTC 13.0 emits)
+
     def run(ins, mask, full):
-        x = np.asarray(m.rd(a, ty, ins)).astype(np.uint64)
-        if ty == "u64" and "shared" not in "".join(ins.parts):
-            raise Unsupported(ins.op, "mapa on generic addresses")
+        x = np.broadcast_to(np.asarray(m.rd(a, ty, ins)).astype(np.uint64), (m.n,))
         rank = np.asarray(m.rd(r, "u32", ins)).astype(np.uint64)
-        out = ((rank + np.uint64(1)) << np.uint64(M.CLUSTER_SHIFT)) | (x & np.uint64((1 << M.CLUSTER_SHIFT) - 1))
+        low = np.uint64((1 << M.CLUSTER_SHIFT) - 1)
+        if generic:
+            # PTX: mapa maps a generic address of a shared variable to the generic address of the same
+            # variable in the shared memory of the block with the given rank.
+            lanes = np.nonzero(mask)[0]
+            if lanes.size and np.any((x[lanes] >> np.uint64(60)) != np.uint64(M.SHARED_BASE >> 60)):
+                bad = lanes[np.argmax((x[lanes] >> np.uint64(60)) != np.uint64(M.SHARED_BASE >> 60))]
+                m.fail("mapa-address", ins, f"{m.tdesc(bad)} gave mapa the generic address 0x{int(x[bad]):x}, "
+                                            f"which is not in shared memory")
+                raise M.Violation("mapa-address", m.where(ins), "mapa of an address outside shared memory")
+            off = (x - np.uint64(M.SHARED_BASE)) & low
+            out = np.uint64(M.SHARED_BASE) + (((rank + np.uint64(1)) << np.uint64(M.CLUSTER_SHIFT)) | off)
+        else:
+            out = ((rank + np.uint64(1)) << np.uint64(M.CLUSTER_SHIFT)) | (x & low)
         m.wr(d, out.astype(DT[ty]), mask, full)
     return run
 
