@@ -187,6 +187,17 @@ def _tier(value: float, tiers: dict, spread: float) -> tuple[str | None, str]:
     return best, note
 
 
+def _fraction(t, ceil) -> float:
+    """Yours as a fraction of the ceiling, by rate: FLOP/s against FLOP/s, bytes/s against bytes/s (a copy
+    of 2 GiB and a kernel over 256 MiB compare by bandwidth, not by time); by time only for a baseline
+    that does the same work on the same case."""
+    if t.flops and ceil.flops:
+        return t.tflops / ceil.tflops
+    if t.bytes and ceil.bytes:
+        return t.gbps / ceil.gbps
+    return ceil.median_ms / t.median_ms
+
+
 def _plausible(ex, case, t, work) -> str:
     """'' when the measured rate is one a Hopper GPU can reach; else why not."""
     peak_key = ex.meta.get("timing", {}).get("peak", "")
@@ -245,7 +256,7 @@ def _measure(b, mod, ex, sub, checked) -> Result:
         ceil = timing.bench(lambda ins: mod.baseline(case, ins, bouts), [(s,) for s in sets], reps=reps)
     else:
         ceil = timing.ceiling(name, case.get("n"))
-    value = ceil.median_ms / t.median_ms
+    value = _fraction(t, ceil)
     most = tcfg.get("max_fraction")
     if most is not None and value > float(most):
         return Result(Verdict.WRONG, f"the timed figure is beyond the hardware: {value:.2f} of the ceiling ({name}), "
