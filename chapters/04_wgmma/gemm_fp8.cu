@@ -1,0 +1,171 @@
+// gemm_fp8.cu - Chapter 4's top GEMM design on FP8: E4M3 A and B, fp32 accumulation, block scales in the epilogue.
+// judge: target=sm_90a features=wgmma,tma.load,mbarrier
+//
+// C (M x N, bf16, row-major) = diag(scale_a) * (A * B^T) * diag(scale_b), where
+//   A (M x K) and B (N x K) are FP8 E4M3 stored as bytes, both K-major (the only layout 8-bit
+//   wgmma takes: it has no transpose operands), and
+//   scale_a[M/128], scale_b[N/128] are float32 block scales: one per 128 rows of A and one per
+//   128 rows of B, constant along K:  C[m][n] = acc[m][n] * scale_a[m / 128] * scale_b[n / 128].
+// Because a scale does not change along K, it factors out of the sum and is applied once, to the
+// fp32 accumulator, in the epilogue. Scales that change along K (one per 128-wide block of K, as
+// fine-grained FP8 training recipes use) do not factor out: each K-block's partial sum would have to be
+// multiplied by its own scales and added into a second fp32 accumulator ("promotion") inside the
+// main loop. That is not done here.
+//
+// The design is gemm_08_tma_store.cu's without the cluster:
+//   warpgroup 0  producer: one thread issues the TMA loads of a STAGES-deep ring; setmaxnreg
+//                gives its registers away.
+//   warpgroups 1, 2  consumers: 64 rows x 256 columns each, wgmma m64n256k32 E4M3 (128 fp32
+//                accumulators per thread), one wgmma group kept in flight before a slot is released.
+//   Persistent blocks (one per SM) walk 128 x 256 tiles GROUP_M tile-rows at a time (L2 reuse).
+//   Barriers: "full" = 1 arrival + bytes, "empty" = one arrival per consumer warpgroup, parity waits.
+//   Epilogue: scale, round to bf16, write 128B-swizzled shared memory, one thread TMA-stores it.
+// What FP8 changes:
+//   * a 128-byte swizzled row is 128 elements, so BK = 128 and a stage holds twice the K of bf16
+//     in the same 48 KiB; each wgmma is k32 (32 bytes, the same +32-byte descriptor step as bf16's
+//     k16), four per slice.
+//   * the tensor maps are over the bytes (uint8): TMA moves bits, the descriptor never knows the type.
+// Sizes: any M, N, K >= 1 with K a multiple of 16 (TMA: every row of A and B starts on a 16-byte
+// boundary) and N a multiple of 8 (rows of C). A tail of K is filled by TMA with zero bytes, which
+// are +0.0 in E4M3 and add nothing.
+// Run: chapters/05_blackwell/fp8.py (wgmma_fp8_check(), wgmma_fp8()), on an H200.
+#include "wgmma_fp8.cuh"
+
+#ifndef BN
+#define BN 256          // columns per block (one m64n256k32 per consumer and k-step)
+#define BM 128          // rows per block: 2 consumers x 64; also the rows one scale_a entry covers
+#define BK 128          // K per slice: 128 E4M3 = 128-byte rows, 128B swizzle
+#define STAGES 4        // 4 x 48 KiB ring + 2 x 16 KiB epilogue buffers = 224 KiB of 227
+#define GROUP_M 8       // tile-rows walked together (L2 reuse of B)
+#endif
+#define CONSUMERS (BM / 64)
+#define THREADS (128 * (CONSUMERS + 1))
+#define SCALE_ROWS 128  // rows of A (or of B) sharing one block scale
+// The epilogue reads one scale_a per block and one scale_b per 128-column half: that needs the tile
+// edges on the scale blocks' edges.
+static_assert(BM == SCALE_ROWS && BN % SCALE_ROWS == 0, "tiles must line up with the 128-row scale blocks");
+static_assert(BK == 128, "one 128-byte swizzled row of E4M3 is 128 elements");
+
+// Tile t -> (tile row, tile column), GROUP_M tile-rows at a time, column by column.
+__device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int& tm, int& tn) {
+  const int per_group = GROUP_M * tiles_n;
+  const int first_m = (t / per_group) * GROUP_M;
+  const int rows = min(tiles_m - first_m, GROUP_M);
+  const int r = t % per_group;
+  tm = first_m + r % rows;
+  tn = r / rows;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+gemm_fp8(const __grid_constant__ TensorMap mapA, const __grid_constant__ TensorMap mapB,
+         const __grid_constant__ TensorMap mapC, const float* __restrict__ scale_a,
+         const float* __restrict__ scale_b, int M, int N, int K) {
+  extern __shared__ unsigned char raw[];
+  // RULE: a 128B-swizzled tile starts on the swizzle's 1024-byte repeat (TMA and the descriptor agree).
+  unsigned char* base = (unsigned char*)(((unsigned long long)raw + 1023) & ~1023ull);
+  constexpr int A_BYTES = BM * BK, B_BYTES = BN * BK;   // one byte per element
+  constexpr int C_BYTES = 64 * 128 * 2;                 // one consumer's half tile: 64 x 128 bf16
+  unsigned char* sA = base;
+  unsigned char* sB = sA + STAGES * A_BYTES;
+  unsigned char* sC = sB + STAGES * B_BYTES;            // CONSUMERS x C_BYTES, 1024-aligned
+  __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+
+  const int tiles_m = (M + BM - 1) / BM;
+  const int tiles_n = (N + BN - 1) / BN;
+  const int tiles = tiles_m * tiles_n;
+  const int k_tiles = (K + BK - 1) / BK;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      tma::mbar_init(&full[s], 1);
+      tma::mbar_init(&empty[s], CONSUMERS);
+    }
+    tma::fence_proxy_async();                            // the inits before any TMA signals them
+  }
+  __syncthreads();
+
+  const int wg_index = threadIdx.x / 128;
+  if (wg_index == 0) {
+    // ------------------------------------------------------------------ producer
+    wg::regs_dec<40>();
+    if (threadIdx.x == 0) {
+      int it = 0;
+      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int tm, tn;
+        tile_coords(t, tiles_m, tiles_n, tm, tn);
+        const int m0 = tm * BM, n0 = tn * BN;
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int s = it % STAGES, round = it / STAGES;
+          tma::wait(&empty[s], (round & 1) ^ 1);   // fresh barrier: parity 1 is already complete
+          // RULE: expect the WHOLE boxes, zero-filled parts past the edges included.
+          tma::arrive_expect_tx(&full[s], A_BYTES + B_BYTES);
+          tma::load_2d(sA + s * A_BYTES, &mapA, kt * BK, m0, &full[s]);
+          tma::load_2d(sB + s * B_BYTES, &mapB, kt * BK, n0, &full[s]);
+        }
+      }
+    }
+  } else {
+    // ------------------------------------------------------------------ consumers
+    wg::regs_inc<232>();
+    const int c = wg_index - 1;
+    const int t128 = threadIdx.x % 128, w = t128 / 32, l = t128 % 32;
+    unsigned char* myC = sC + c * C_BYTES;
+    float acc[BN / 2];
+    int it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      int tm, tn;
+      tile_coords(t, tiles_m, tiles_n, tm, tn);
+      const int m0 = tm * BM, n0 = tn * BN;
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const int s = it % STAGES, round = it / STAGES;
+        tma::wait(&full[s], round & 1);
+        wg::fence();
+#pragma unroll
+        for (int k = 0; k < BK / 32; ++k)            // four k32 steps of 32 bytes each
+          wg::mma_k32_e4m3(acc, wg::desc_kmajor<BK>(sA + s * A_BYTES + c * 64 * BK + k * 32),
+                           wg::desc_kmajor<BK>(sB + s * B_BYTES + k * 32), 1);
+        wg::commit();
+        // Release a slot only when the wgmma that read it have finished: keep one group in flight.
+        wg::wait<1>();
+        if (kt >= 1 && t128 == 0) tma::arrive(&empty[(it - 1) % STAGES]);
+      }
+      wg::wait<0>();                                 // the tile's last group
+      if (t128 == 0 && k_tiles >= 1) tma::arrive(&empty[(it - 1) % STAGES]);
+
+      // Epilogue: 64 x 256 fp32 -> x scale_a x scale_b -> bf16 -> shared (two halves of
+      // 64 x 128) -> TMA store. The block's 128 rows are one scale_a block; each half of 128
+      // columns is one scale_b block, so each half multiplies by one number.
+      const float sa = scale_a[m0 / SCALE_ROWS];
+#pragma unroll
+      for (int h = 0; h < BN / 128; ++h) {
+        const int nb = n0 + h * 128;                 // a half past N is clipped by the store
+        const float sab = nb < N ? sa * scale_b[nb / SCALE_ROWS] : 0.f;
+        if (t128 == 0) tma::wait_read<0>();          // the previous store has read myC
+        wg::named_sync(1 + c, 128);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {               // 16 chunks of 8 columns
+          const float* d = &acc[(h * 16 + j) * 4];
+#pragma unroll
+          for (int hr = 0; hr < 2; ++hr) {
+            const int row = 16 * w + l / 4 + 8 * hr;
+            // Two 64 x 64 boxes of 128-byte rows, 128B-swizzled like the map: the 16-byte
+            // chunk index is XORed with row % 8.
+            const int off = (j / 8) * 8192 + row * 128 + (((j % 8) ^ (row & 7)) << 4) + (l % 4) * 4;
+            wg::st_shared(myC + off, wg::pack_bf16x2(d[2 * hr] * sab, d[2 * hr + 1] * sab));
+          }
+        }
+        // RULE: every writer fences its generic writes against the TMA's async-proxy read,
+        // THEN the warpgroup meets, THEN one thread issues the store.
+        tma::fence_proxy_async();
+        wg::named_sync(1 + c, 128);
+        if (t128 == 0) {
+          tma::store_2d(&mapC, nb, m0 + c * 64, myC);
+          tma::store_2d(&mapC, nb + 64, m0 + c * 64, myC + 8192);
+          tma::commit();
+        }
+      }
+    }
+    if (t128 == 0) tma::wait_all<0>();               // shared memory outlives the stores' reads
+  }
+}
