@@ -1,6 +1,6 @@
 """The Hopper record run: on an H200, build, run and measure everything, and write record/hopper.json.
 
-    python -m judge.hopper_record                       # everything (about 10 minutes)
+    python -m judge.hopper_record                       # everything (about 6 minutes on an H200)
     python -m judge.hopper_record --part tests,exercises
     python -m judge.hopper_record --part notebooks --out $OUT
 
