@@ -35,10 +35,21 @@ def test_the_kernel_keeps_the_chapter_design(b):
     assert not [line for line in b.log.splitlines() if "C7508" in line or "C7515" in line], b.log
 
 
+def test_the_promoting_variant_fits_three_accumulators_without_spilling():
+    # PROMOTE=1: 64 x 128 per consumer, the accumulator and two slice partials (3 x 64 registers)
+    p = fp8.wgmma_fp8_build(promote=True)
+    assert set(re.findall(r"QGMMA\.\S+", p.sass_of("gemm_fp8"))) == {"QGMMA.64x128x32.F32.E4M3.E4M3"}
+    res = p.resources["gemm_fp8"]
+    assert res["spill_stores"] == 0 and res["spill_loads"] == 0 and res["local"] == 0, res
+    assert p.uses("setmaxnreg") and not [line for line in p.log.splitlines() if "C75" in line], p.log
+
+
 def test_the_ring_fits_in_shared_memory():
     # 4 stages x (128 + 256) rows x 128 bytes + two 64 x 128 bf16 epilogue buffers + 1 KiB alignment
     assert fp8.fp8_shared_bytes() == 4 * 384 * 128 + 2 * 16384 + 1024
-    assert fp8.fp8_shared_bytes() <= 227 * 1024
+    # PROMOTE=1: 6 stages x (128 + 128) rows x 128 bytes, the same epilogue buffers
+    assert fp8.fp8_shared_bytes(promote=True) == 6 * 256 * 128 + 2 * 16384 + 1024
+    assert max(fp8.fp8_shared_bytes(), fp8.fp8_shared_bytes(promote=True)) <= 227 * 1024
 
 
 def test_sizes_the_tensor_maps_cannot_take_are_refused_with_the_rule():
@@ -68,3 +79,5 @@ def test_the_kernel_matches_float64_on_an_h200():
     gpu.need("sm_90")
     assert fp8.wgmma_fp8_check(256, 256, 512)
     assert fp8.wgmma_fp8_check(200, 264, 272)            # edges: partial tiles in M, N and K
+    assert fp8.wgmma_fp8_check(256, 256, 512, promote=True)
+    assert fp8.wgmma_fp8_check(200, 264, 272, promote=True)   # 3 K slices: the odd one after the loop

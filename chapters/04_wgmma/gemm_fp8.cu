@@ -12,6 +12,14 @@
 // multiplied by its own scales and added into a second fp32 accumulator ("promotion") inside the
 // main loop. That is not done here.
 //
+// PROMOTE=1 (a variant, same file): Hopper's tensor cores do not keep a full fp32 sum while they
+// add FP8 products into the accumulator (fewer mantissa bits are kept: a known limit of the FP8
+// path, which cuBLAS's default mode works around). The variant lets each slice's wgmma start from
+// zero (scale-d = 0) into one of two partial arrays and adds the finished partial into the real
+// accumulator with ordinary fp32 FADDs, so at most 128 products are summed at reduced precision.
+// Two partials alternate so one wgmma group stays in flight; three 64 x BN arrays need BN = 128.
+// The same promotion step is where per-K-block scales would be applied.
+//
 // The design is gemm_08_tma_store.cu's without the cluster:
 //   warpgroup 0  producer: one thread issues the TMA loads of a STAGES-deep ring; setmaxnreg
 //                gives its registers away.
@@ -31,11 +39,19 @@
 // Run: chapters/05_blackwell/fp8.py (wgmma_fp8_check(), wgmma_fp8()), on an H200.
 #include "wgmma_fp8.cuh"
 
+#ifndef PROMOTE
+#define PROMOTE 0       // 1: promote each slice's partial sum into a separate fp32 accumulator (below)
+#endif
 #ifndef BN
+#if PROMOTE
+#define BN 128          // three 64 x BN fp32 register arrays per thread must fit in 232 registers
+#define STAGES 6        // 6 x 32 KiB ring + 2 x 16 KiB epilogue buffers = 224 KiB of 227
+#else
 #define BN 256          // columns per block (one m64n256k32 per consumer and k-step)
+#define STAGES 4        // 4 x 48 KiB ring + 2 x 16 KiB epilogue buffers = 224 KiB of 227
+#endif
 #define BM 128          // rows per block: 2 consumers x 64; also the rows one scale_a entry covers
 #define BK 128          // K per slice: 128 E4M3 = 128-byte rows, 128B swizzle
-#define STAGES 4        // 4 x 48 KiB ring + 2 x 16 KiB epilogue buffers = 224 KiB of 227
 #define GROUP_M 8       // tile-rows walked together (L2 reuse of B)
 #endif
 #define CONSUMERS (BM / 64)
@@ -45,6 +61,21 @@
 // edges on the scale blocks' edges.
 static_assert(BM == SCALE_ROWS && BN % SCALE_ROWS == 0, "tiles must line up with the 128-row scale blocks");
 static_assert(BK == 128, "one 128-byte swizzled row of E4M3 is 128 elements");
+
+// One slice of K for one consumer: four k32 wgmma on the 64 rows of A at `a` and the BN rows of B
+// at `b`. The first starts from d (scale_first = 1) or from zero (0); the others accumulate.
+__device__ __forceinline__ void mma_slice(float (&d)[BN / 2], const unsigned char* a, const unsigned char* b,
+                                          int scale_first) {
+#pragma unroll
+  for (int k = 0; k < BK / 32; ++k)                // four k32 steps of 32 bytes each
+    wg::mma_k32_e4m3(d, wg::desc_kmajor<BK>(a + k * 32), wg::desc_kmajor<BK>(b + k * 32),
+                     k == 0 ? scale_first : 1);
+}
+
+__device__ __forceinline__ void add_into(float (&acc)[BN / 2], const float (&p)[BN / 2]) {
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] += p[i];
+}
 
 // Tile t -> (tile row, tile column), GROUP_M tile-rows at a time, column by column.
 __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int& tm, int& tn) {
@@ -110,6 +141,11 @@ gemm_fp8(const __grid_constant__ TensorMap mapA, const __grid_constant__ TensorM
     const int t128 = threadIdx.x % 128, w = t128 / 32, l = t128 % 32;
     unsigned char* myC = sC + c * C_BYTES;
     float acc[BN / 2];
+#if PROMOTE
+    float part0[BN / 2], part1[BN / 2];              // slice partials, alternating (even / odd kt)
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) part0[i] = part1[i] = 0.f;
+#endif
     int it = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       int tm, tn;
@@ -117,25 +153,58 @@ gemm_fp8(const __grid_constant__ TensorMap mapA, const __grid_constant__ TensorM
       const int m0 = tm * BM, n0 = tn * BN;
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+#if PROMOTE
+      // One slice into partial p (from zero); then the previous slice, in q, is done: promote it
+      // and free its stage. RULE: which registers a wgmma writes must not depend on a run-time
+      // value. Choosing part0 or part1 with an `if` makes the compiler merge the two with selp,
+      // which reads the accumulators of a wgmma still in flight; so the loop is unrolled by two
+      // and each wgmma names its array statically.
+      auto slice = [&](float (&p)[BN / 2], float (&q)[BN / 2], int kt) {
+        const int s = it % STAGES, round = it / STAGES;
+        tma::wait(&full[s], round & 1);
+        wg::fence();                                 // after add_into last read p's registers
+        mma_slice(p, sA + s * A_BYTES + c * 64 * BK, sB + s * B_BYTES, 0);
+        wg::commit();
+        wg::wait<1>();                               // the previous slice's group has finished
+        if (kt >= 1) {
+          add_into(acc, q);
+          if (t128 == 0) tma::arrive(&empty[(it - 1) % STAGES]);
+        }
+        ++it;
+      };
+      int kt = 0;
+      for (; kt + 1 < k_tiles; kt += 2) {
+        slice(part0, part1, kt);
+        slice(part1, part0, kt + 1);
+      }
+      if (kt < k_tiles) {                            // an odd number of slices: the last is in part0
+        slice(part0, part1, kt);
+        wg::wait<0>();
+        add_into(acc, part0);
+      } else {
+        wg::wait<0>();
+        if (k_tiles >= 1) add_into(acc, part1);
+      }
+      if (k_tiles >= 1 && t128 == 0) tma::arrive(&empty[(it - 1) % STAGES]);
+#else
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = it % STAGES, round = it / STAGES;
         tma::wait(&full[s], round & 1);
+        // RULE: wgmma.fence before the first wgmma after the accumulators were written (zeroed).
         wg::fence();
-#pragma unroll
-        for (int k = 0; k < BK / 32; ++k)            // four k32 steps of 32 bytes each
-          wg::mma_k32_e4m3(acc, wg::desc_kmajor<BK>(sA + s * A_BYTES + c * 64 * BK + k * 32),
-                           wg::desc_kmajor<BK>(sB + s * B_BYTES + k * 32), 1);
+        mma_slice(acc, sA + s * A_BYTES + c * 64 * BK, sB + s * B_BYTES, 1);
         wg::commit();
         // Release a slot only when the wgmma that read it have finished: keep one group in flight.
         wg::wait<1>();
         if (kt >= 1 && t128 == 0) tma::arrive(&empty[(it - 1) % STAGES]);
       }
       wg::wait<0>();                                 // the tile's last group
-      if (t128 == 0 && k_tiles >= 1) tma::arrive(&empty[(it - 1) % STAGES]);
+      if (k_tiles >= 1 && t128 == 0) tma::arrive(&empty[(it - 1) % STAGES]);
+#endif
 
-      // Epilogue: 64 x 256 fp32 -> x scale_a x scale_b -> bf16 -> shared (two halves of
-      // 64 x 128) -> TMA store. The block's 128 rows are one scale_a block; each half of 128
-      // columns is one scale_b block, so each half multiplies by one number.
+      // Epilogue: 64 x BN fp32 -> x scale_a x scale_b -> bf16 -> shared (BN / 128 pieces of
+      // 64 x 128) -> TMA store. The block's 128 rows are one scale_a block; each piece of 128
+      // columns is one scale_b block, so each piece multiplies by one number.
       const float sa = scale_a[m0 / SCALE_ROWS];
 #pragma unroll
       for (int h = 0; h < BN / 128; ++h) {

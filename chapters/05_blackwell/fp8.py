@@ -124,6 +124,9 @@ def rows(figs: dict) -> list[dict]:
 #   wgmma_fp8_check()            an H200: one small launch against float64, True or False
 #   wgmma_fp8()                  an H200: checked and timed against torch._scaled_mm at 4096 and 8192
 #   wgmma_fp8_build()            any machine: the compiled kernel (SASS shows QGMMA...E4M3.E4M3)
+# promote=True everywhere selects the file's PROMOTE=1 variant: 128 x 128 tiles, each slice's partial
+# sum (128 products) added into a separate fp32 accumulator by ordinary FADDs, because the tensor
+# cores keep fewer than fp32's bits while they accumulate FP8 products.
 #
 # Quantization: A and B are random normal float32; each block of 128 rows (all of K) gets the scale
 # amax(block) / 448 (448 is E4M3's largest finite value), A / scale is rounded to float8_e4m3fn by torch.
@@ -131,9 +134,9 @@ def rows(figs: dict) -> list[dict]:
 # quantization error is not counted: what is left is the fp32 accumulation and the rounding of C to
 # bf16 (2^-9 relative), hence the bound REL_TOL = 2^-7 on ||C - C64|| / ||C64||.
 FP8_KERNEL = "gemm_fp8"
-FP8_TILE = (128, 256)            # BM x BN of gemm_fp8.cu
+FP8_TILE = {False: (128, 256), True: (128, 128)}     # BM x BN of gemm_fp8.cu, by PROMOTE
+FP8_STAGES = {False: 4, True: 6}
 FP8_BK = 128                     # K per slice: 128 E4M3 bytes, one 128B-swizzled row
-FP8_STAGES = 4
 FP8_THREADS = 384                # producer warpgroup + two consumer warpgroups
 FP8_SCALE_ROWS = 128             # rows sharing one block scale
 E4M3_MAX = 448.0
@@ -145,16 +148,16 @@ def _fp8_source():
     return Path(__file__).resolve().parent.parent / "04_wgmma" / "gemm_fp8.cu"
 
 
-def wgmma_fp8_build():
+def wgmma_fp8_build(promote: bool = False):
     """Compile chapters/04_wgmma/gemm_fp8.cu for sm_90a (any machine, NVRTC): a judge.build.Build."""
     from judge import build
-    return build.compile(_fp8_source())
+    return build.compile(_fp8_source(), defines={"PROMOTE": 1} if promote else None)
 
 
-def fp8_shared_bytes() -> int:
+def fp8_shared_bytes(promote: bool = False) -> int:
     """Dynamic shared memory: the ring, two 16 KiB epilogue buffers, 1 KiB to align to 1024."""
-    bm, bn = FP8_TILE
-    return FP8_STAGES * (bm + bn) * FP8_BK + 2 * 64 * 128 * 2 + 1024
+    bm, bn = FP8_TILE[promote]
+    return FP8_STAGES[promote] * (bm + bn) * FP8_BK + 2 * 64 * 128 * 2 + 1024
 
 
 def fp8_check_size(M: int, N: int, K: int) -> None:
@@ -201,18 +204,18 @@ def _fp8_set(M, N, K, seed):
     return {"qa": qa, "qb": qb, "sa": sa, "sb": sb, "ref": ref}
 
 
-def fp8_launcher(M: int, N: int, K: int, build=None):
+def fp8_launcher(M: int, N: int, K: int, build=None, promote: bool = False):
     """launch(qa, qb, c, sa, sb): gemm_fp8.cu on E4M3 torch tensors qa (M x K), qb (N x K), bf16 c (M x N),
     float32 block scales sa[ceil(M/128)], sb[ceil(N/128)]. Tensor maps are made per input set (over the
     bytes: TMA has no FP8 type and needs none, it moves bits) and cached by address."""
     import torch
     from judge import gpu, tma
     fp8_check_size(M, N, K)
-    b = build or wgmma_fp8_build()
+    b = build or wgmma_fp8_build(promote)
     k = b.kernel(FP8_KERNEL)
-    smem = fp8_shared_bytes()
+    smem = fp8_shared_bytes(promote)
     k.max_dynamic_shared_size_bytes = smem
-    bm, bn = FP8_TILE
+    bm, bn = FP8_TILE[promote]
     tiles = -(-M // bm) * -(-N // bn)
     grid = (min(gpu.info().sms, tiles), 1, 1)     # persistent: at most one block per SM
     maps: dict = {}
@@ -245,7 +248,7 @@ def _sync():
     torch.cuda.synchronize()
 
 
-def wgmma_fp8_check(M: int = 256, N: int = 256, K: int = 512, seed=None) -> bool:
+def wgmma_fp8_check(M: int = 256, N: int = 256, K: int = 512, seed=None, promote: bool = False) -> bool:
     """One launch of gemm_fp8.cu on fresh random inputs, C poisoned with NaN, against float64.
     Prints what it compared; True when every output is written and the error norm is under 2^-7."""
     import os
@@ -256,34 +259,42 @@ def wgmma_fp8_check(M: int = 256, N: int = 256, K: int = 512, seed=None) -> bool
     seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
     s = _fp8_set(M, N, K, seed)
     c = compare.poison(torch.empty(M, N, device="cuda", dtype=torch.bfloat16))
-    fp8_launcher(M, N, K)(s["qa"], s["qb"], c, s["sa"], s["sb"])
+    fp8_launcher(M, N, K, promote=promote)(s["qa"], s["qb"], c, s["sa"], s["sb"])
     _sync()
     rel, bad = _rel_err64(c, s["ref"])
     ok = bad == 0 and rel < REL_TOL
-    print(f"gemm_fp8 M={M} N={N} K={K} seed={seed}: rel. error {rel:.2e} (bound {REL_TOL:.2e}), "
+    print(f"gemm_fp8{' PROMOTE=1' if promote else ''} M={M} N={N} K={K} seed={seed}: rel. error {rel:.2e} (bound {REL_TOL:.2e}), "
           f"{bad} outputs not finite -> {'ok' if ok else 'WRONG'}")
     return ok
 
 
-def _scaled_mm_launcher():
+def _scaled_mm_launchers():
     """torch._scaled_mm with the block scales broadcast to one per row of A and one per column of B^T
-    (rowwise scaling; the same product as the kernel's). Returns (launch, how the scales were passed);
-    if this torch refuses rowwise scales, unit scales, and the comparison is of speed only."""
+    (rowwise scaling: the same product as the kernel's), and with unit scales (the fallback if this
+    torch refuses rowwise scales; then the comparison is of speed only). Both take (qa, qb, ra, rb)
+    with ra (M x 1) and rb (1 x N) made beforehand by row_scales(), so no scale work is timed."""
     import torch
+    one = torch.ones((), device="cuda", dtype=torch.float32)
 
-    def rowwise(qa, qb, c, sa, sb):
-        ra = sa.repeat_interleave(FP8_SCALE_ROWS)[:qa.shape[0], None].contiguous()
-        rb = sb.repeat_interleave(FP8_SCALE_ROWS)[None, :qb.shape[0]].contiguous()
+    def rowwise(qa, qb, ra, rb):
         return torch._scaled_mm(qa, qb.t(), scale_a=ra, scale_b=rb, out_dtype=torch.bfloat16)
 
-    def unit(qa, qb, c, sa, sb):
-        one = torch.ones((), device="cuda", dtype=torch.float32)
+    def unit(qa, qb, ra, rb):
         return torch._scaled_mm(qa, qb.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
     return rowwise, unit
 
 
-def wgmma_fp8(sizes=(4096, 8192)) -> list[dict]:
-    """gemm_fp8.cu against torch._scaled_mm (cuBLAS FP8) at n x n x n for each n, on an H200.
+def row_scales(s: dict):
+    """The block scales of an input set repeated per row of A (M x 1) and per column of B^T (1 x N)."""
+    M, N = s["qa"].shape[0], s["qb"].shape[0]
+    ra = s["sa"].repeat_interleave(FP8_SCALE_ROWS)[:M, None].contiguous()
+    rb = s["sb"].repeat_interleave(FP8_SCALE_ROWS)[None, :N].contiguous()
+    return ra, rb
+
+
+def wgmma_fp8(sizes=(4096, 8192), variants=(False, True)) -> list[dict]:
+    """gemm_fp8.cu (and its PROMOTE=1 variant) against torch._scaled_mm (cuBLAS FP8) at n x n x n
+    for each n, on an H200.
 
     Each size: two fresh input sets; the kernel's C (NaN-poisoned first) checked against float64
     before timing and again after the timed runs (poisoned again before them); judge.timing.bench for
@@ -291,44 +302,53 @@ def wgmma_fp8(sizes=(4096, 8192)) -> list[dict]:
     Rows: n, kernel, TFLOPS, of _scaled_mm, rel_err, ok."""
     import torch
     from judge import compare, timing
-    b = wgmma_fp8_build()
-    rowwise, unit = _scaled_mm_launcher()
+    builds = {p: wgmma_fp8_build(p) for p in variants}
+    rowwise, unit = _scaled_mm_launchers()
     out = []
     for n in sizes:
         M = N = K = int(n)
         sets = [_fp8_set(M, N, K, 1000 + 17 * n + i) for i in range(2)]
         cs = [compare.poison(torch.empty(M, N, device="cuda", dtype=torch.bfloat16)) for _ in sets]
         ins = [(s["qa"], s["qb"], c, s["sa"], s["sb"]) for s, c in zip(sets, cs)]
-        launch = fp8_launcher(M, N, K, build=b)
-        launch(*ins[0])
-        _sync()
-        rel0, bad0 = _rel_err64(cs[0], sets[0]["ref"])
-        for c in cs:
-            compare.poison(c)
-        t = timing.bench(launch, ins, reps=20, flops=2.0 * M * N * K)
-        _sync()
-        checks = [_rel_err64(c, s["ref"]) for c, s in zip(cs, sets)]
-        rel = max([rel0] + [r for r, _ in checks])
-        bad = bad0 + sum(x for _, x in checks)
+        measured = []
+        for promote in variants:
+            launch = fp8_launcher(M, N, K, build=builds[promote], promote=promote)
+            for c in cs:
+                compare.poison(c)
+            launch(*ins[0])
+            _sync()
+            rel0, bad0 = _rel_err64(cs[0], sets[0]["ref"])
+            for c in cs:
+                compare.poison(c)
+            t = timing.bench(launch, ins, reps=20, flops=2.0 * M * N * K)
+            _sync()
+            checks = [_rel_err64(c, s["ref"]) for c, s in zip(cs, sets)]
+            rel = max([rel0] + [r for r, _ in checks])
+            bad = bad0 + sum(x for _, x in checks)
+            name = "gemm_fp8.cu, PROMOTE=1 (128x128, partials promoted per slice)" if promote else \
+                "gemm_fp8.cu (128x256, block scales in the epilogue)"
+            measured.append((name, t, rel, bad))
         # cuBLAS: rowwise scales if this torch takes them, else unit scales (then its output is the
         # unscaled product and is checked against that)
+        ins_mm = [(s["qa"], s["qb"], *row_scales(s)) for s in sets]
         try:
-            got = rowwise(*ins[0])
+            got = rowwise(*ins_mm[0])
             mm, how = rowwise, "row/col scales"
             ref_mm = sets[0]["ref"]
         except (RuntimeError, NotImplementedError):
-            got = unit(*ins[0])
+            got = unit(*ins_mm[0])
             mm, how = unit, "unit scales"
             ref_mm = sets[0]["qa"].double() @ sets[0]["qb"].double().T
         _sync()
         rel_mm, bad_mm = _rel_err64(got, ref_mm)
         del got, ref_mm
-        t_mm = timing.bench(mm, ins, reps=20, flops=2.0 * M * N * K)
-        out.append({"n": n, "kernel": "gemm_fp8.cu (block scales in the epilogue)", "TFLOPS": t.tflops,
-                    "of _scaled_mm": t.tflops / t_mm.tflops, "rel_err": rel, "ok": bad == 0 and rel < REL_TOL})
+        t_mm = timing.bench(mm, ins_mm, reps=20, flops=2.0 * M * N * K)
+        for name, t, rel, bad in measured:
+            out.append({"n": n, "kernel": name, "TFLOPS": t.tflops, "of _scaled_mm": t.tflops / t_mm.tflops,
+                        "rel_err": rel, "ok": bad == 0 and rel < REL_TOL})
         out.append({"n": n, "kernel": f"torch._scaled_mm ({how})", "TFLOPS": t_mm.tflops,
                     "of _scaled_mm": 1.0, "rel_err": rel_mm, "ok": bad_mm == 0 and rel_mm < REL_TOL})
-        del sets, cs, ins
+        del sets, cs, ins, ins_mm
         torch.cuda.empty_cache()
     return out
 
@@ -339,8 +359,8 @@ if __name__ == "__main__":
     import sys
     from judge import show
     if sys.argv[1:] == ["wgmma"]:          # the course's own FP8 kernel (chapters/04_wgmma/gemm_fp8.cu)
-        if not wgmma_fp8_check():
-            sys.exit("gemm_fp8.cu gave wrong results on the small check; not timing it")
+        if not (wgmma_fp8_check() and wgmma_fp8_check(200, 264, 272, promote=True)):
+            sys.exit("gemm_fp8.cu gave wrong results on the small checks; not timing it")
         r = wgmma_fp8()
         show.table(r)
         if os.environ.get("OUT"):

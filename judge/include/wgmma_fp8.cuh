@@ -34,14 +34,14 @@ __device__ __forceinline__ void mma_m64n128k32_e4m3(float (&d)[64], unsigned lon
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
         "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-
-// D(64x256, fp32, registers) += A(64x32, shared, E4M3) * B(256x32, shared, E4M3)^T, both K-major.
-// 128 accumulator registers per thread.
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
         "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
+// D(64x256, fp32, registers) += A(64x32, shared, E4M3) * B(256x32, shared, E4M3)^T, both K-major.
+// 128 accumulator registers per thread.
 __device__ __forceinline__ void mma_m64n256k32_e4m3(float (&d)[128], unsigned long long desc_a,
                                                   unsigned long long desc_b, int scale_d) {
   asm volatile(
