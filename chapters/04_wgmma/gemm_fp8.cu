@@ -1,4 +1,4 @@
-// gemm_fp8.cu - Chapter 4's top GEMM design on FP8: E4M3 A and B, fp32 accumulation, block scales in the epilogue.
+// gemm_fp8.cu - Chapter 4's top GEMM design on FP8: E4M3 A and B, fp32 accumulators, block scales in the epilogue.
 // judge: target=sm_90a features=wgmma,tma.load,mbarrier
 //
 // C (M x N, bf16, row-major) = diag(scale_a) * (A * B^T) * diag(scale_b), where
@@ -14,7 +14,7 @@
 //
 // PROMOTE=1 (a variant, same file): Hopper's tensor cores do not keep a full fp32 sum while they
 // add FP8 products into the accumulator (fewer mantissa bits are kept: a known limit of the FP8
-// path, which cuBLAS's default mode works around). The variant lets each slice's wgmma start from
+// path; torch._scaled_mm's default, use_fast_accum=False, has cuBLAS work around it). The variant lets each slice's wgmma start from
 // zero (scale-d = 0) into one of two partial arrays and adds the finished partial into the real
 // accumulator with ordinary fp32 FADDs, so at most 128 products are summed at reduced precision.
 // Two partials alternate so one wgmma group stays in flight; three 64 x BN arrays need BN = 128.
@@ -36,7 +36,8 @@
 // Sizes: any M, N, K >= 1 with K a multiple of 16 (TMA: every row of A and B starts on a 16-byte
 // boundary) and N a multiple of 8 (rows of C). A tail of K is filled by TMA with zero bytes, which
 // are +0.0 in E4M3 and add nothing.
-// Run: chapters/05_blackwell/fp8.py (wgmma_fp8_check(), wgmma_fp8()), on an H200.
+// Run on an H200: PYTHONPATH=. python chapters/05_blackwell/fp8.py wgmma   (checks, then times both
+// variants against torch._scaled_mm); from Python, fp8.wgmma_fp8_check() and fp8.wgmma_fp8().
 #include "wgmma_fp8.cuh"
 
 #ifndef PROMOTE
