@@ -54,6 +54,38 @@ class NoGPU(RuntimeError):
     """Raised when code asks to run a kernel on a machine with no usable GPU."""
 
 
+# ---------------------------------------------------------------------------- the course's kernels
+_JUDGE_LINE = re.compile(r"^//\s*judge:(.*)$", re.M)
+
+
+def course_kernels() -> list[Path]:
+    """Every kernel file of the chapters and every exercise's solution (fixtures are graded, not listed)."""
+    return sorted(config.CHAPTERS_DIR.rglob("*.cu")) + sorted(config.EXERCISES_DIR.glob("*/solution.cu"))
+
+
+def judge_line(path) -> dict:
+    """The `// judge: target=... features=a,b defines=X=1,Y` line of a kernel file, parsed:
+    {"target", "features", "defines"}. ValueError when the line is missing or has an unknown key."""
+    path = Path(path)
+    m = _JUDGE_LINE.search(path.read_text())
+    if not m:
+        raise ValueError(f"{path}: no '// judge:' line (see CONTRIBUTING.md)")
+    spec = {"target": config.DEFAULT_TARGET, "features": [], "defines": {}}
+    for item in m.group(1).split():
+        key, _, val = item.partition("=")
+        if key == "features":
+            spec["features"] = [f for f in val.split(",") if f]
+        elif key == "defines":
+            for d in filter(None, val.split(",")):
+                k, _, v = d.partition("=")
+                spec["defines"][k] = v or None
+        elif key == "target":
+            spec["target"] = val
+        else:
+            raise ValueError(f"{path}: unknown key {key!r} in the judge line")
+    return spec
+
+
 # ---------------------------------------------------------------------------- source
 def _display(path: Path) -> str:
     try:

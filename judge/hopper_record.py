@@ -53,11 +53,9 @@ def part_ceilings():
 
 def part_compile():
     """Kernels for targets this GPU cannot run (sm_100a): what the compiler made of them."""
-    import re
     from . import build, sass
-    for path in sorted(config.CHAPTERS_DIR.rglob("*.cu")) + sorted(config.EXERCISES_DIR.glob("*/solution.cu")):
-        m = re.search(r"^//\s*judge:.*\btarget=(\S+)", path.read_text(), re.M)
-        target = m.group(1) if m else config.DEFAULT_TARGET
+    for path in build.course_kernels():
+        target = build.judge_line(path)["target"]
         if gpu.meets(target):
             continue
         b = build.compile(path, target=target)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,7 +35,6 @@ _mark: set[Path] = set()          # sources already attributed to an earlier sec
 def _sources_since_last_save() -> set[Path]:
     """Kernels and headers built since the previous save, and every module of the course imported
     from chapters/ or exercises/ (a chapter's run.py, an exercise's check.py)."""
-    import sys
     from . import build
     new = {p for p in build.SOURCES_READ if config.ROOT in p.parents} - _mark
     mods = set()
@@ -63,7 +63,6 @@ def save(section: str, figures: dict, *, sources: list | None = None,  # noqa: F
         raise RuntimeError("record.save needs a GPU: figures are only recorded where they were measured")
     paths = set(Path(p).resolve() for p in (sources or []))
     paths |= _sources_since_last_save()
-    import sys
     paths |= {(config.ROOT / f).resolve() for m, f in MEASURING.items() if m in sys.modules}
     if notebook:
         paths.add((config.ROOT / notebook).resolve())

@@ -4,33 +4,20 @@ Each .cu file under chapters/ and each exercise's solution.cu carries a line
     // judge: target=sm_90a features=cp.async,cp.async.wait defines=STAGES=3
 which this test reads. Fixtures are not listed here: their verdicts are tests/test_exercises.py's.
 """
-import re
 from pathlib import Path
 
 import pytest
 
 from judge import build, config, sass
 
-FILES = sorted(config.CHAPTERS_DIR.rglob("*.cu")) + sorted(config.EXERCISES_DIR.glob("*/solution.cu"))
+FILES = build.course_kernels()
 
 
 def spec_of(path: Path) -> dict:
-    m = re.search(r"^//\s*judge:(.*)$", path.read_text(), re.M)
-    assert m, f"{path}: no '// judge:' line (see CONTRIBUTING.md)"
-    spec = {"target": "sm_90a", "features": [], "defines": {}}
-    for item in m.group(1).split():
-        key, _, val = item.partition("=")
-        if key == "features":
-            spec["features"] = [f for f in val.split(",") if f]
-        elif key == "defines":
-            for d in filter(None, val.split(",")):
-                k, _, v = d.partition("=")
-                spec["defines"][k] = v or None
-        elif key == "target":
-            spec["target"] = val
-        else:
-            raise AssertionError(f"{path}: unknown key {key!r} in the judge line")
-    return spec
+    try:
+        return build.judge_line(path)
+    except ValueError as e:
+        raise AssertionError(str(e)) from None
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(config.ROOT)))
