@@ -1,27 +1,34 @@
 """The course's engine: build CUDA for Hopper, run it, check it, time it, grade exercises.
 
     import judge
-    judge.gpu.summary()                       # what is here
-    b = judge.build.compile("kernel.cu")      # NVRTC -> cubin for sm_90a, SASS on any machine
+    from judge import gpu
+    from judge.gpu import build
+    gpu.summary()                             # what is here
+    b = build.compile("kernel.cu")            # NVRTC -> cubin for the file's `// judge: target=`, SASS anywhere
     judge.check("pipeline_timeline")          # grade your workspace file, in a child process
 
-Modules: config (defaults), toolkit (where NVRTC, headers, disassemblers are), build (NVRTC -> cubin
-and PTX), sass (features, rules the SASS proves broken), gpu (what is here), launch (the one launch
-layer: clusters, shared-memory opt-in), compare (against references), timing (the protocol, ceilings),
-result and submission (verdicts; what a check receives), cuda_flow (the one GPU-exercise case loop),
-grade, isolate, worker and sandbox (child processes; learner code apart), exercise and workspace
-(exercises, the learner's files), cli (the command line), record and recorded (the Hopper record:
-writing, reading; python -m judge prints it), model (the CPU model of the async machine), pipesim and
-timeline (pipeline protocol and drawings), tma and tma_plan (tensor maps, swizzle, descriptor planning),
-wgmma (descriptors, fragments), formats and tmem (Blackwell's block-scaled formats, tensor memory),
-show (notebook display).
+The house, one wing a folder (each opens with what it is):
+
+    judge/hw/        the hardware's rules in Python, no GPU needed: tma, tma_plan, wgmma, tmem, formats,
+                     mbarrier (the one phase model), pipesim (the cp.async protocol), sass (reading SASS)
+    judge/model/     the CPU model of the machine: runs a kernel's own PTX, every async op as late as allowed
+    judge/gpu/       building and running: toolkit (where NVRTC and headers are), build, launch, timing;
+                     judge.gpu itself says what GPU is here
+    judge/grading/   exercises and their schema, the CUDA and Python flows, the three processes of a check
+                     (check_process -> check_child -> learner_process), compare, results, the workspace
+    judge/record/    the Hopper record: reading it, provenance and staleness, writing it, the H200 run
+    judge/draw/      timelines, tables and SASS excerpts for notebooks
+    config.py        every default; cli.py the command line (`course ...`, practice/judge.py)
+
+Lower wings never import higher ones: hw <- model <- gpu <- grading <- record, draw beside them
+(tests/test_house.py checks it, function-level imports included).
 """
-from . import config, build, sass, gpu, compare, exercise, grade, record, workspace  # noqa: F401
-from .grade import Verdict, Result  # noqa: F401
+from judge import gpu  # noqa: F401 - judge.gpu.summary(), the first line of every notebook
 
 
 def check(ex_id: str, file=None, **kw):
     """Grade an exercise from a notebook cell; the result displays itself."""
+    from judge.grading import grade, workspace
     r = grade.check(ex_id, file, **kw)
     if file is None:
         workspace.record_progress(ex_id, status={"PASS": "passed", "SKIP": "skipped"}.get(

@@ -5,7 +5,8 @@
 """
 import sys
 
-from . import gpu, record
+from judge import gpu
+from judge import record
 
 if "--readme" in sys.argv[1:]:
     print("README.md " + ("updated" if record.update_readme() else "already up to date"))

@@ -20,8 +20,8 @@ import re
 import sys
 from pathlib import Path
 
-from . import exercise, workspace
-from .result import Verdict
+from judge.grading import exercise, workspace
+from judge.grading.result import Verdict
 
 PROG = "course"
 
@@ -54,7 +54,7 @@ def _file(ex: exercise.Exercise, given: str | None) -> Path:
 
 
 def cmd_list(args) -> int:
-    from . import gpu
+    from judge import gpu
     prog = workspace.load_progress(warn=_warn)
     rows = [("id", "title", "ch", "level", "GPU", "status")]
     for e in exercise.all_exercises():
@@ -96,7 +96,7 @@ def cmd_start(args) -> int:
 def cmd_check(args) -> int:
     ex = _get(args.id)
     path = _file(ex, args.file)
-    from . import grade
+    from judge.grading import grade
     print(f"checking {path} for {ex.id} ...", file=sys.stderr, flush=True)
     r = grade.check(ex.id, path)
     print(r, flush=True)
@@ -150,7 +150,8 @@ def cmd_sass(args) -> int:
     if ex.ext != ".cu":
         raise Usage(f"{ex.id} is a Python exercise: it has no kernel, so no SASS")
     path = _file(ex, args.file)
-    from . import build, sass
+    from judge.gpu import build
+    from judge.hw import sass
     kernel = ex.meta.get("kernel")
     print(f"compiling {path} for {ex.target} ...", file=sys.stderr, flush=True)
     try:

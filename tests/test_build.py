@@ -3,7 +3,8 @@ import re
 
 import pytest
 
-from judge import build, sass
+from judge.gpu import build
+from judge.hw import sass
 
 CP_ASYNC = r'''
 #include <cuda_pipeline.h>

@@ -12,7 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from judge import exercise, gpu, launch, sass
+from judge.grading import exercise
+from judge import gpu
+from judge.gpu import launch
+from judge.hw import sass
 
 ROOT = Path(__file__).resolve().parent.parent
 ch03 = exercise.import_file(ROOT / "chapters" / "03_clusters" / "run.py", "ch03_run")

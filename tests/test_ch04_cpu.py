@@ -1,4 +1,4 @@
-"""tests/test_ch04_cpu.py - chapter 4 without a GPU: judge.wgmma's models against the PTX ISA's statements
+"""tests/test_ch04_cpu.py - chapter 4 without a GPU: judge.hw.wgmma's models against the PTX ISA's statements
 and the SASS, and the three CPU exercises (wgmma_descriptor, wgmma_fragment, ws_ring_phases).
 
 Run: python -m pytest tests/test_ch04_cpu.py -q      (no GPU; each grade runs in a child process)
@@ -9,8 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from judge import build, exercise, grade, tma, wgmma
-from judge.grade import Verdict
+from judge.gpu import build
+from judge.grading import exercise, grade
+from judge.hw import tma, wgmma
+from judge.grading.grade import Verdict
 
 TILE_CU = "chapters/04_wgmma/wgmma_tile.cu"
 
@@ -246,7 +248,8 @@ def test_tile_kernel_runs_right_on_the_cpu_model(swizzle):
     """wgmma_tile's own PTX on judge.model: fences, proxy fence and fragment stores obeyed, C = A B^T."""
     import ml_dtypes
 
-    from judge import compare, model
+    from judge.grading import compare
+    from judge import model
     rng = np.random.default_rng()
     a = rng.standard_normal((64, 64)).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((64, 64)).astype(ml_dtypes.bfloat16)

@@ -12,7 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from judge import compare, config, gpu
+from judge.grading import compare
+from judge import config, gpu
 
 HERE = config.ROOT / "chapters" / "04_wgmma"
 sys.path.insert(0, str(HERE))

@@ -4,14 +4,14 @@ Run: python -m pytest tests/test_ch05_exercises.py -q
 
 e8m0_scale, mx_quantize and tmem_plan run on the CPU. tcgen05_gemm targets sm_100a, which no
 machine of the course has: its check compiles, reads the SASS and replays the PTX's protocol in
-judge/tmem.py, so its verdicts are the same on every machine, and a PASS says it was not run.
+judge/hw/tmem.py, so its verdicts are the same on every machine, and a PASS says it was not run.
 """
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from judge import exercise, grade
-from judge.exercise import make_starter
+from judge.grading import exercise, grade
+from judge.grading.exercise import make_starter
 
 IDS = ["e8m0_scale", "mx_quantize", "tmem_plan", "tcgen05_gemm"]
 EXS = {i: exercise.get(i) for i in IDS}

@@ -1,4 +1,4 @@
-"""Chapter 5: the block-scaled formats of judge.formats against ml_dtypes and the rules they name.
+"""Chapter 5: the block-scaled formats of judge.hw.formats against ml_dtypes and the rules they name.
 
 Run: python -m pytest tests/test_ch05_formats.py -q
 """
@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from judge import formats as F
+from judge.hw import formats as F
 
 ALL = list(F.ELEMENTS)
 

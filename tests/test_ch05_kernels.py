@@ -7,7 +7,10 @@ import sys
 
 import pytest
 
-from judge import build, config, record, tmem
+from judge.gpu import build
+from judge import config
+from judge import record
+from judge.hw import tmem
 
 CH = config.CHAPTERS_DIR / "05_blackwell"
 sys.path.insert(0, str(CH))
@@ -55,7 +58,7 @@ def test_the_predicted_fp8_error_is_an_e4m3_rounding_error():
 def test_recorded_fp8_figures_are_possible_and_match_the_prediction():
     figs = record.figures("ch05.fp8")
     if figs is None:
-        pytest.skip("ch05.fp8 not recorded yet (python -m judge.hopper_record on an H200)")
+        pytest.skip("ch05.fp8 not recorded yet (python -m judge.record.hopper_run on an H200)")
     for n, r in figs["sizes"].items():
         assert 0 < r["bf16_tflops"] < H200_PEAK["bf16"], f"bf16 at {n}: above the hardware's peak"
         assert 0 < r["fp8_tflops"] < H200_PEAK["fp8"], f"FP8 at {n}: above the hardware's peak"

@@ -1,11 +1,12 @@
-"""Chapter 5: the tensor-memory simulator (judge.tmem) catches each rule, naming rule and step.
+"""Chapter 5: the tensor-memory simulator (judge.hw.tmem) catches each rule, naming rule and step.
 
 Run: python -m pytest tests/test_ch05_tmem.py -q
 """
 import pytest
 
-from judge import timeline, tmem
-from judge.tmem import TmemError, replay
+from judge.draw import timeline
+from judge.hw import tmem
+from judge.hw.tmem import TmemError, replay
 
 GOOD = [("alloc", 0, 128), ("relinquish", 0), ("sync",),
         ("mma", 0, 0, 128), ("mma", 0, 0, 128), ("commit", 0, "done"),

@@ -77,7 +77,7 @@ def test_bad_ids_and_missing_files_are_one_line_and_exit_2():
 
 
 def test_hints_come_one_at_a_time_then_say_there_are_no_more():
-    from judge import exercise
+    from judge.grading import exercise
     n = len(exercise.get("pipeline_timeline").hints)
     r1 = judge("hint", "pipeline_timeline")
     r2 = judge("hint", "pipeline_timeline")

@@ -1,7 +1,7 @@
 """Checking against references: poisoned outputs cannot pass, failures name where and what."""
 import numpy as np
 
-from judge import compare
+from judge.grading import compare
 
 
 def test_unwritten_elements_fail_and_are_counted():

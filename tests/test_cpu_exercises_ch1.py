@@ -6,7 +6,7 @@ Run: python -m pytest tests/test_cpu_exercises_ch1.py -q      (no GPU; each grad
 """
 import pytest
 
-from judge import exercise, grade
+from judge.grading import exercise, grade
 
 IDS = ["group_accounting", "smem_budget"]
 # what the untouched starter must say: it names the function and how to begin
@@ -40,7 +40,7 @@ def test_untouched_starter_is_wrong_and_says_what_to_do(ex_id):
 
 
 def test_group_accounting_reference_matches_the_readme_examples():
-    from judge import pipesim as p
+    from judge.hw import pipesim as p
     safe = lambda *a, **kw: p.safe_tiles(p.seed_loop(*a, **kw))   # noqa: E731
     assert safe(3, 4) == [{0}, {0, 1}, {0, 1, 2}, {0, 1, 2, 3}]
     assert safe(3, 4, empty_commit=False) == [{0}, {0, 1}, {0, 1, 2}, {0, 1, 2}]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from judge import build, pipesim
+from judge.gpu import build
+from judge.hw import pipesim
 
 ROOT = Path(__file__).resolve().parent.parent
 CH1 = ROOT / "chapters" / "01_cp_async"
@@ -57,7 +58,7 @@ def test_the_standard_loop_commits_S_minus_1_empty_groups(S, K):
 
 
 def test_group_completion_is_stated_as_the_ptx_states_it():
-    for path in (ROOT / "exercises" / "group_accounting" / "README.md", ROOT / "judge" / "pipesim.py"):
+    for path in (ROOT / "exercises" / "group_accounting" / "README.md", ROOT / "judge" / "hw" / "pipesim.py"):
         text = " ".join(path.read_text().split())
         assert "in any order" not in text, f"{path.name}: PTX says groups complete in commit order"
         assert "in the order" in text and "visible" in text, f"{path.name} states order and visibility"

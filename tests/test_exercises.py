@@ -6,12 +6,13 @@ A fixture's verdict is declared in its exercise.toml. Where this machine cannot 
     (judge.model): a fixture may declare what it gets there with `cpu = "..."` (e.g. a timing verdict,
     which the model cannot give, or SKIP where the model does not know an instruction);
   - an sm_100a exercise is compile-only everywhere: its verdicts are the same on every machine.
-The H200's own verdicts are in record/hopper.json (judge.hopper_record), checked by tests/test_record.py.
+The H200's own verdicts are in record/hopper.json (judge.record.hopper_run), checked by tests/test_record.py.
 """
 import pytest
 
-from judge import exercise, gpu, grade
-from judge.result import Verdict
+from judge.grading import exercise, grade
+from judge import gpu
+from judge.grading.result import Verdict
 
 EXERCISES = exercise.all_exercises()
 COMPILER_ONLY = {"MISSING FEATURE", "COMPILE ERROR"}
@@ -48,7 +49,7 @@ def test_exercise_folder_is_complete(ex):
 @pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
 def test_the_starter_is_the_solution_with_its_answers_removed(ex):
     assert ex.starter_path.read_text() == ex.starter_text(), \
-        f"{ex.id}: starter is out of date; regenerate it from the solution with judge.exercise.make_starter"
+        f"{ex.id}: starter is out of date; regenerate it from the solution with judge.grading.exercise.make_starter"
     assert ex.starter_text() != ex.solution_path.read_text()
 
 

@@ -3,15 +3,16 @@
 Run: python -m pytest tests/test_exercises_ch2.py -q
 
 Every exercise's starter, solution and fixture verdicts are tests/test_exercises.py's (one module for
-all); here the files are graded the way a learner's are (judge.grade.check, in a child process), in
+all); here the files are graded the way a learner's are (judge.grading.grade.check, in a child process), in
 parallel once, and the tests read what the messages say.
 """
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from judge import exercise, grade, record
-from judge.grade import Verdict
+from judge.grading import exercise, grade
+from judge import record
+from judge.grading.grade import Verdict
 
 IDS = ["tensormap_args", "swizzle_address", "barrier_phases", "tma_tiles"]
 EXS = {i: exercise.get(i) for i in IDS}

@@ -8,8 +8,9 @@ a trap, then a healthy kernel in the next child) need an sm_90 GPU and skip else
 import time
 from pathlib import Path
 
-from judge import gpu, isolate
-from judge.grade import Verdict
+from judge import gpu
+from judge.grading import check_process as isolate
+from judge.grading.grade import Verdict
 
 PROBES = Path(__file__).parent / "probes" / "isolation_probes.py"
 

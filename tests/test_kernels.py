@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from judge import build, config, sass
+from judge.gpu import build
+from judge import config
+from judge.hw import sass
 
 FILES = build.course_kernels()
 

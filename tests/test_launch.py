@@ -1,4 +1,4 @@
-"""The launch layer (judge.launch), the headers kernels include, and the bf16/FP8 ceilings.
+"""The launch layer (judge.gpu.launch), the headers kernels include, and the bf16/FP8 ceilings.
 
 Run: python -m pytest tests/test_launch.py -q      (GPU tests SKIP with the reason without an sm_90 GPU)
 
@@ -9,7 +9,9 @@ map_shared_rank) or <cuda/ptx> build on every machine, wherever the CCCL headers
 import numpy as np
 import pytest
 
-from judge import build, compare, gpu, launch
+from judge.gpu import build, launch
+from judge.grading import compare
+from judge import gpu
 
 CLUSTER_SRC = r"""
 #include <cooperative_groups.h>
@@ -116,7 +118,8 @@ def test_a_128_byte_struct_passes_by_value(cp):
 
 
 def test_the_bf16_and_fp8_ceilings_are_plausible(cp):
-    from judge import config, timing
+    from judge import config
+    from judge.gpu import timing
     bf = timing.bf16_gemm_ceiling(4096)
     f8 = timing.fp8_gemm_ceiling(4096)
     assert 200e12 < bf.tflops * 1e12 < config.HOPPER_PEAK["bf16_flops"], bf

@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python -m pytest tests/test_model.py -q      (no GPU: the model runs each kernel's PTX)
 
-Every kernel is compiled by judge.build exactly as it is graded; the model runs every thread of each
+Every kernel is compiled by judge.gpu.build exactly as it is graded; the model runs every thread of each
 block with fresh random inputs and NaN-poisoned outputs, and the result is compared with a float64
 reference. Races must be caught even though an H200 usually gives the right numbers: the model
 delivers every asynchronous copy at the last moment the rules allow.
@@ -12,7 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from judge import build, compare, model, tma
+from judge.gpu import build
+from judge.grading import compare
+from judge import model
+from judge.hw import tma
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent

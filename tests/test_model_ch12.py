@@ -13,7 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from judge import build, compare, exercise, model, tma
+from judge.gpu import build
+from judge.grading import compare, exercise
+from judge import model
+from judge.hw import tma
 
 REPO = Path(__file__).resolve().parent.parent
 CH2 = REPO / "chapters" / "02_tma"

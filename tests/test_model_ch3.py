@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from judge import build, compare, model
+from judge.gpu import build
+from judge.grading import compare
+from judge import model
 
 SUM = Path(__file__).resolve().parent.parent / "chapters" / "03_clusters" / "cluster_sum.cu"
 

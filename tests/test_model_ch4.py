@@ -16,7 +16,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from judge import build, compare, model, tma
+from judge.gpu import build
+from judge.grading import compare
+from judge import model
+from judge.hw import tma
 
 REPO = Path(__file__).resolve().parent.parent
 CH4 = REPO / "chapters" / "04_wgmma"

@@ -7,7 +7,10 @@ copy landed nor before compute k-1 ended.
 """
 import numpy as np
 
-from judge import build, compare, exercise, model, timeline
+from judge.gpu import build
+from judge.grading import compare, exercise
+from judge import model
+from judge.draw import timeline
 
 
 def _run(path, K=64):

@@ -1,4 +1,4 @@
-"""Tests of the pipeline_timeline exercise (reference, starter, grader, fixtures) and judge/timeline.py.
+"""Tests of the pipeline_timeline exercise (reference, starter, grader, fixtures) and judge/draw/timeline.py.
 
 Run: python -m pytest tests/test_pipeline_timeline.py -q     (CPU only, ~25 s)
 
@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from judge import config, exercise, grade, timeline
+from judge import config
+from judge.grading import exercise, grade
+from judge.draw import timeline
 
 EX = exercise.get("pipeline_timeline")
 

@@ -1,4 +1,4 @@
-"""tests/test_pipesim.py - the cp.async commit/wait simulator (judge.pipesim) on the loops the chapter shows.
+"""tests/test_pipesim.py - the cp.async commit/wait simulator (judge.hw.pipesim) on the loops the chapter shows.
 
 Run: python -m pytest tests/test_pipesim.py -q      (pure Python, no GPU)
 """
@@ -7,8 +7,8 @@ import io
 import pytest
 from matplotlib.figure import Figure
 
-from judge import pipesim as p
-from judge.pipesim import BARRIER, COMMIT, Load, Read, Wait
+from judge.hw import pipesim as p
+from judge.hw.pipesim import BARRIER, COMMIT, Load, Read, Wait
 
 SIZES = [(S, K) for S in range(2, 7) for K in range(0, 13)]
 

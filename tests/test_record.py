@@ -1,11 +1,11 @@
 """The Hopper record is current: every kernel and notebook ran on the H200 as it is now.
 
 When this fails, a kernel or notebook changed after its last recorded run: run
-`python -m judge.hopper_record` on an H200 and commit record/hopper.json.
+`python -m judge.record.hopper_run` on an H200 and commit record/hopper.json.
 """
 import json
 
-from judge import config, record, recorded
+from judge import config, record
 
 KERNELS = sorted(config.CHAPTERS_DIR.rglob("*.cu")) + sorted(config.EXERCISES_DIR.glob("*/**/*.cu"))
 NOTEBOOKS = sorted(config.CHAPTERS_DIR.glob("*.ipynb"))
@@ -13,7 +13,7 @@ NOTEBOOKS = sorted(config.CHAPTERS_DIR.glob("*.ipynb"))
 
 def test_the_record_exists_and_says_where_it_ran():
     data = record.read()
-    assert data["sections"], "record/hopper.json is empty: run python -m judge.hopper_record on an H200"
+    assert data["sections"], "record/hopper.json is empty: run python -m judge.record.hopper_run on an H200"
     for name, sec in data["sections"].items():
         if sec["device"].startswith("compile-only"):     # e.g. sm_100a kernels: compiled, never run
             assert sec["cc"] == sec["device"].split("(")[1].rstrip(")"), name
@@ -38,7 +38,7 @@ def test_every_notebook_passed_under_nbval_on_the_h200():
 
 
 def test_gpu_exercises_got_their_declared_verdicts_on_the_h200():
-    from judge import exercise
+    from judge.grading import exercise
     for ex in exercise.all_exercises():
         if ex.needs_gpu:
             sec = record.load(f"exercise.{ex.id}")
@@ -58,9 +58,9 @@ def test_stale_detection_notices_an_edited_kernel_or_notebook(tmp_path, monkeypa
     cu.write_text("// k.cu - a kernel\n")
     nb.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "x = 1", "outputs": []}]}))
     monkeypatch.setattr(config, "ROOT", root)
-    monkeypatch.setattr(recorded, "RECORD", root / "record" / "hopper.json")
+    monkeypatch.setattr(record, "RECORD", root / "record" / "hopper.json")
     (root / "record").mkdir()
-    recorded.RECORD.write_text(json.dumps({"sections": {"ch": {
+    record.RECORD.write_text(json.dumps({"sections": {"ch": {
         "device": "NVIDIA H200", "date": "today", "sources": {
             "chapters/k.cu": record.source_hash(cu), "chapters/c.ipynb": record.source_hash(nb)}}}}))
     assert record.stale() == [] and record.unrecorded([cu, nb]) == []
@@ -83,8 +83,9 @@ def test_the_readme_figures_are_the_recorded_ones():
 
 def test_each_reference_solution_clears_its_tier_by_more_than_the_measured_spread():
     """A tier must not be a coin toss: the reference's figure sits above its tier's line by more than
-    the spread of the timings that made it (judge.cuda_flow counts a figure within the spread as below)."""
-    from judge import config, exercise
+    the spread of the timings that made it (judge.grading.cuda_flow counts a figure within the spread as below)."""
+    from judge import config
+    from judge.grading import exercise
     for ex in exercise.all_exercises():
         sec = record.load(f"exercise.{ex.id}")
         if not ex.needs_gpu or not sec or sec["device"].startswith("compile-only"):

@@ -1,4 +1,4 @@
-"""The learner's code runs apart from the grader (judge.sandbox): it cannot reach the answers or the verdict.
+"""The learner's code runs apart from the grader (judge.grading.learner_process): it cannot reach the answers or the verdict.
 
 Each cheat in tests/probes/cheats/ is graded as a learner would have it graded (grade.check, the
 same path as `course check`), and must get the verdict its code deserves, not PASS. The proxy that
@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from judge import config, exercise, grade, sandbox
-from judge.result import Stop, Verdict
-from judge.submission import Submission
+from judge import config
+from judge.grading import exercise, grade, learner_process as sandbox
+from judge.grading.result import Stop, Verdict
+from judge.grading.submission import Submission
 
 ROOT = Path(__file__).resolve().parent.parent
 CHEATS = Path(__file__).parent / "probes" / "cheats"
@@ -149,7 +150,7 @@ def test_the_learner_process_cannot_read_the_course_files(learner):
         learner.reads(str(ROOT / "exercises" / "pipeline_timeline" / "solution.py"))
     assert "may not read" in str(ei.value)
     with pytest.raises(PermissionError):
-        learner.reads(str(ROOT / "judge" / "pipesim.py"))
+        learner.reads(str(ROOT / "judge" / "hw" / "pipesim.py"))
     assert learner.reads("/proc/self/status").startswith("Name:")    # its own process: fine
 
 
@@ -191,7 +192,7 @@ def test_grading_the_reference_or_a_fixture_never_writes_into_the_workspace():
 
 
 def test_the_learners_own_file_draws_into_its_workspace_folder():
-    from judge import workspace
+    from judge.grading import workspace
     ex = exercise.get("pipeline_timeline")
     mine, _ = workspace.start(ex)
     mine.write_text(ex.solution_path.read_text())
@@ -211,7 +212,7 @@ def test_a_file_that_loops_forever_while_imported_is_a_hang(tmp_path, monkeypatc
 
 
 def test_a_notebook_gets_a_clear_error_for_a_file_that_cannot_be_graded(tmp_path):
-    from judge import workspace
+    from judge.grading import workspace
     big = tmp_path / "timeline.py"
     big.write_text("x = 1\n" * 400_000)                       # 2.4 MB: not a learner's source
     with pytest.raises(workspace.BadFile, match="at most"):

@@ -1,7 +1,8 @@
 """The one timing protocol: medians over events with L2 flushed, and the ceilings it measures (GPU only)."""
 import pytest
 
-from judge import gpu, timing
+from judge import gpu
+from judge.gpu import timing
 
 
 def test_timing_arithmetic_without_a_gpu():

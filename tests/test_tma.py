@@ -13,8 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from judge import build, gpu, sass, tma
-from judge.tma import TensorMapEncodeError, TensorMapError, bank_conflicts, swizzle_offset, tensor_map_spec
+from judge.gpu import build
+from judge import gpu
+from judge.hw import sass, tma
+from judge.hw.tma import TensorMapEncodeError, TensorMapError, bank_conflicts, swizzle_offset, tensor_map_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 CH = ROOT / "chapters" / "02_tma"

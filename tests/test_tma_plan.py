@@ -1,5 +1,5 @@
-"""judge.tma_plan: a TMA descriptor planned as a compiler does (swizzle atoms, merges, promotion,
-copies, refusals), checked against judge.tma's rules and a CPU model of the copies; the chapter-2
+"""judge.hw.tma_plan: a TMA descriptor planned as a compiler does (swizzle atoms, merges, promotion,
+copies, refusals), checked against judge.hw.tma's rules and a CPU model of the copies; the chapter-2
 kernels that run the planned map and the fast TMA copy build and show their instructions.
 
     python -m pytest tests/test_tma_plan.py -q        # GPU tests skip with the reason elsewhere
@@ -9,7 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from judge import config, exercise, gpu, tma, tma_plan
+from judge import config, gpu
+from judge.grading import exercise
+from judge.hw import tma, tma_plan
 
 CH2 = config.CHAPTERS_DIR / "02_tma"
 CASES = exercise.import_file(config.EXERCISES_DIR / "tma_plan" / "check.py", "tma_plan_check_cases").CASES
@@ -21,7 +23,7 @@ def test_the_pages_tile_becomes_one_rank3_copy():
     p = tma_plan.plan((8, 256), "float16", (8, 256), swizzle="128B")
     assert (p.rank, p.dims, p.strides, p.box, p.swizzle) == (3, (64, 8, 4), (512, 128), (64, 8, 4), "128B")
     assert p.n_copies == 1 and p.box_bytes == 8 * 256 * 2 and p.dtype == "float16"
-    assert p.spec().validate() is not None           # judge.tma's own rules accept it
+    assert p.spec().validate() is not None           # judge.hw.tma's own rules accept it
     assert p.coords() == [(0, 0, 0)]
 
 
@@ -59,12 +61,12 @@ def test_refusals_name_the_rule(args, rule):
 
 
 def test_a_rule_only_judge_tma_knows_is_reported_through_judge_tma(monkeypatch):
-    # the planner does not repeat judge.tma's checks: whatever validate() refuses, the plan refuses
+    # the planner does not repeat judge.hw.tma's checks: whatever validate() refuses, the plan refuses
     def refuse(self):
-        raise tma.TensorMapError("elem_strides", "refused by judge.tma")
+        raise tma.TensorMapError("elem_strides", "refused by judge.hw.tma")
     monkeypatch.setattr(tma.TensorMapSpec, "validate", refuse)
     r = tma_plan.plan((8, 256), "float16", (8, 256), swizzle="128B")
-    assert not r and r.rule == "elem_strides" and "refused by judge.tma" in r.message
+    assert not r and r.rule == "elem_strides" and "refused by judge.hw.tma" in r.message
 
 
 def test_merges_need_a_full_box_and_a_contiguous_neighbour():
@@ -141,7 +143,8 @@ def _aligned(shape, dtype, align=1024):
 
 
 def test_planned_map_on_the_cpu_model_lands_where_the_plan_says():
-    from judge import build, model
+    from judge.gpu import build
+    from judge import model
     p = tma_plan.plan((8, 256), "float16", (8, 256), swizzle="128B")
     host = _aligned((8, 256), np.float16)
     host[:] = np.random.default_rng(3).standard_normal((8, 256))
@@ -160,7 +163,8 @@ def test_planned_map_on_the_cpu_model_lands_where_the_plan_says():
 def test_fast_copy_ring_on_the_cpu_model(defines):
     # three blocks share 64 tiles: every slot is reused, and a store still reading a slot the
     # producer refills would be reported as a race by the model
-    from judge import build, model
+    from judge.gpu import build
+    from judge import model
     rows, cols = 64, 512
     src = np.random.default_rng(0).random((rows, cols), dtype=np.float32)
     dst = np.full_like(src, np.nan)

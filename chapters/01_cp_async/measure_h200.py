@@ -1,6 +1,6 @@
 """measure_h200.py - every figure of the SGEMM baselines, the tuned SGEMM, the fast TMA copy and
 the planned TMA descriptor, in one run on an H200 (development runs; the notebooks record the
-course's figures through judge.record).
+course's figures through judge.record.write).
 
     PYTHONPATH=. PYTHONUNBUFFERED=1 python chapters/01_cp_async/measure_h200.py [sections...]
 
@@ -23,7 +23,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "chapters" / "01_cp_async"), str(ROOT / "c
 
 import sgemm  # noqa: E402
 import run as ch02  # noqa: E402
-from judge import gpu, timing  # noqa: E402
+from judge import gpu  # noqa: E402
+from judge.gpu import timing
 
 TUNED2_CONFIGS = sgemm.TUNED2_CONFIGS
 

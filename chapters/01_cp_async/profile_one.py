@@ -16,7 +16,7 @@ sys.path[:0] = [str(HERE.parents[1]), str(HERE)]
 import cupy  # noqa: E402
 
 import sgemm  # noqa: E402
-from judge import compare  # noqa: E402
+from judge.grading import compare  # noqa: E402
 
 kernel = sys.argv[1] if len(sys.argv) > 1 else "sgemm_tuned2.cu"
 defines = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None

@@ -3,22 +3,22 @@
     import sgemm                                    # chapters/01_cp_async on sys.path
     C, A, B = sgemm.run("sgemm_cp_async.cu", 512, 256, 64, defines={"STAGES": 4}, seed=1)
     [c.ok for c in sgemm.check("sgemm_tuned.cu", [(256, 384, 528)], seeds=[0, 1])]
-    print(sgemm.bench("sgemm_cp_async.cu", 4096))   # judge.timing.Timing, 2 n^3 flops
+    print(sgemm.bench("sgemm_cp_async.cu", 4096))   # judge.gpu.timing.Timing, 2 n^3 flops
     blocks = sgemm.timeline(4096)                   # {"block 0": [(copy_start, copy_end, compute_start, compute_end), ...]}
     sgemm.occupancy("sgemm_cp_async.cu", {"STAGES": 6})   # blocks per SM, from ptxas and the H200's limits
 
     rows = sgemm.baselines_table((4096, 8192))      # GPU: sync, register double-buffering, cp.async,
-    judge.show.table(rows)                          #   the handbook's design, tuned, tuned2, cuBLAS
+    judge.draw.show.table(rows)                          #   the handbook's design, tuned, tuned2, cuBLAS
     print(sgemm.explain(rows))                      # what cp.async buys, in words, from those rows
     sgemm.tuned2_sweep(sgemm.TUNED2_CONFIGS)        # GPU: sgemm_tuned2.cu's knobs, against cuBLAS
     sgemm.check_epilogue()                          # GPU: the handbook kernel's alpha/beta semantics
-    judge.show.table([sgemm.sass_mix(f) for f in ("sgemm_regbuf.cu", "sgemm_tuned2.cu")])   # anywhere
+    judge.draw.show.table([sgemm.sass_mix(f) for f in ("sgemm_regbuf.cu", "sgemm_tuned2.cu")])   # anywhere
 
 Every kernel computes C = A @ B for row-major float32 matrices (A: M x K, B: K x N) and writes C
 without reading it. Shapes: M and N multiples of the block tile (128), K a multiple of the
 kernel's BK (8, or 16 for sgemm_tuned.cu); run() refuses other shapes with a ValueError.
 Launch geometry and shared memory come from the defaults in each .cu file's #ifndef block,
-overridden by `defines`. run/check/bench/timeline need a GPU (judge.build.NoGPU otherwise);
+overridden by `defines`. run/check/bench/timeline need a GPU (judge.gpu.build.NoGPU otherwise);
 spec() and occupancy() work anywhere.
 Try it: python chapters/01_cp_async/sgemm.py [kernel.cu ...]   (checks each kernel on a GPU)
 """
@@ -36,7 +36,8 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent.parent) not in sys.path:          # the course root, for `import judge`
     sys.path.insert(0, str(HERE.parent.parent))
 
-from judge import build, compare, timing  # noqa: E402
+from judge.gpu import build, timing  # noqa: E402
+from judge.grading import compare
 
 KERNEL_FILES = ("sgemm_sync.cu", "sgemm_cp_async.cu", "sgemm_cp_async_timed.cu", "sgemm_tuned.cu")
 
@@ -236,7 +237,7 @@ def _fmt_defines(defines) -> str:
 
 def bench(kernel_file, n: int, *, defines: dict | None = None, reps: int | None = None,
           warmup: int = 3) -> timing.Timing:
-    """n x n x n under judge.timing.bench: two rotating input sets, L2 flushed, 2 n^3 flops.
+    """n x n x n under judge.gpu.timing.bench: two rotating input sets, L2 flushed, 2 n^3 flops.
 
     Check the kernel first (check()); bench() only times. Default reps: 20 up to 4096, 5 above.
     """
@@ -294,7 +295,7 @@ def schedules_from_stamps(raw) -> dict[str, list[tuple]]:
 
 
 def timeline(n: int = 4096, *, defines: dict | None = None, seed: int = 0) -> dict[str, list[tuple]]:
-    """Per-block schedules measured by sgemm_cp_async_timed.cu, ready for judge.timeline.draw
+    """Per-block schedules measured by sgemm_cp_async_timed.cu, ready for judge.draw.timeline.draw
     (unit="ns"): {"block 0": [(copy_start, copy_end, compute_start, compute_end), ...], ...}."""
     return schedules_from_stamps(stamps(n, defines=defines, seed=seed))
 
@@ -431,7 +432,7 @@ def baselines_table(sizes=(4096, 8192), kernels=None, reps: int | None = None) -
 
     Every kernel is first checked against float64 (check() on CHECK_SHAPES, two seeds, fresh
     random inputs, C poisoned with NaN) and a failure raises AssertionError before anything is timed.
-    Returns rows for judge.show.table: {"kernel", "file", "n", "TFLOPS", "of cuBLAS", "ms",
+    Returns rows for judge.draw.show.table: {"kernel", "file", "n", "TFLOPS", "of cuBLAS", "ms",
     "spread", "registers"}, one per kernel and size, then the cuBLAS row of each size.
     """
     kernels = BASELINES if kernels is None else kernels

@@ -23,7 +23,7 @@
 //    (32 banks) 8 different chunk slots. A 16-byte load is served per half-warp, so that read costs
 //    2 wavefronts, the least a warp pays for 16-byte loads of different addresses; with 64-byte rows
 //    (A_PAD=0) rows tr and tr + 2 share banks and it costs 4. Measured with ncu on an H200:
-//    chapters/01_cp_async/wavefronts_h200.json (2 and 4 per load; judge.tma.bank_conflicts agrees).
+//    chapters/01_cp_async/wavefronts_h200.json (2 and 4 per load; judge.hw.tma.bank_conflicts agrees).
 //  * Grouped block order: consecutive blocks walk down GROUP_M block rows before moving right, so
 //    the blocks resident at one time share A and B panels in L2.
 //  * float4 stores of C.

@@ -1,6 +1,6 @@
 // wavefront_probe.cu - one warp reads shared memory at per-lane byte offsets, REPS times, so that ncu can count the wavefronts of one request.
 // judge: target=sm_90a features= defines=WIDTH=16
-// Run: chapters/01_cp_async/wavefronts.py (under ncu on an H200; the model is judge.tma.bank_conflicts).
+// Run: chapters/01_cp_async/wavefronts.py (under ncu on an H200; the model is judge.hw.tma.bank_conflicts).
 //
 // One block of 32 threads. Lane i reads WIDTH bytes at offsets[i] (a multiple of WIDTH) REPS times
 // with one ld.shared each; the loads are volatile so that none is merged or hoisted. Shared memory is

@@ -1,11 +1,11 @@
-"""Shared-memory wavefronts: the course's model (judge.tma.bank_conflicts) against ncu's counters.
+"""Shared-memory wavefronts: the course's model (judge.hw.tma.bank_conflicts) against ncu's counters.
 
     import sys; sys.path.insert(0, "chapters/01_cp_async"); import wavefronts
     wavefronts.PATTERNS                      # the access patterns the chapters and exercises use
     wavefronts.table()                       # model vs the counts recorded in wavefronts_h200.json
 
 Recorded on an H200 on 2026-11-30 (ncu 2025.3.1, driver 580.159.04): wavefronts_h200.json beside
-this file. judge.tma.bank_conflicts reproduces all 22 probe counts; the course's previous rule
+this file. judge.hw.tma.bank_conflicts reproduces all 22 probe counts; the course's previous rule
 (previous_model below: 8- and 16-byte loads served 128 bytes at a time, broadcast only inside
 those groups) missed 5 of them, among them sgemm_tuned's padded A read (it said 4, ncu counted 2).
 
@@ -37,7 +37,7 @@ ROOT = HERE.parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from judge import tma
+from judge.hw import tma
 
 RECORD = HERE / "wavefronts_h200.json"
 METRICS = ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
@@ -108,7 +108,7 @@ def launch_all(reps: int = 64) -> list[str]:
     import numpy as np
     import sgemm
 
-    from judge import build
+    from judge.gpu import build
     labels = []
     out = cupy.empty(32, dtype=cupy.float32)
     for name, width, offs, _ in PATTERNS:

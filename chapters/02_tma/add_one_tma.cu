@@ -1,7 +1,7 @@
 // add_one_tma.cu - add one to every int of a 1024x2048 matrix, one 16x32 tile per block, moved by TMA.
 // judge: target=sm_90a features=tma.load,tma.store,mbarrier.expect_tx,mbarrier.wait,proxy.fence
 // Build and inspect: python -c "from judge import build; print(build.compile('chapters/02_tma/add_one_tma.cu').sass)"
-// Run: chapters/02_tma/run.py add_one(); the host builds the tensor map with judge.tma.tensor_map(a, box=(32, 16)).
+// Run: chapters/02_tma/run.py add_one(); the host builds the tensor map with judge.hw.tma.tensor_map(a, box=(32, 16)).
 //
 // One thread issues the load and the store; the whole block does the arithmetic. Two kernels,
 // the same body: the map arrives as a `const __grid_constant__` parameter, or in __constant__ memory.

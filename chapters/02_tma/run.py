@@ -4,16 +4,16 @@ The notebook chapters/02_tma.ipynb and tests/test_tma.py both call these functio
 
     import sys; sys.path.insert(0, "chapters/02_tma"); import run as ch02
     ch02.build("add_one_tma").sass                # any machine: NVRTC -> sm_90a cubin -> SASS
-    ch02.add_one(via="param")                     # an H200: a judge.compare.Comparison
+    ch02.add_one(via="param")                     # an H200: a judge.grading.compare.Comparison
     ch02.swizzle_probe("128B")                    # where each element landed, read off the GPU
     ch02.swizzle_report(ch02.model_tables())      # the same analysis from the model, no GPU
     ch02.expect_tx_wrong(timeout=8)               # runs the hanging kernel in a child process: HANG
     ch02.copy_fast()                              # an H200: tma_copy_fast.cu's shapes vs the device copy
-    ch02.plan_probe()                             # an H200: the planned rank-3 map of judge.tma_plan, byte-checked
+    ch02.plan_probe()                             # an H200: the planned rank-3 map of judge.hw.tma_plan, byte-checked
 
-Every GPU function draws fresh random inputs, poisons its outputs (judge.compare.poison), checks
+Every GPU function draws fresh random inputs, poisons its outputs (judge.grading.compare.poison), checks
 every launch by synchronizing, and compares against a float64 (or exact integer) reference.
-Tensor-map boxes and kernel coordinates are INNERMOST FIRST (see judge/tma.py).
+Tensor-map boxes and kernel coordinates are INNERMOST FIRST (see judge/hw/tma.py).
 """
 from __future__ import annotations
 
@@ -28,7 +28,10 @@ ROOT = HERE.parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from judge import build as _build, compare as _cmp, gpu, tma, timing  # noqa: E402
+from judge.gpu import build as _build, timing  # noqa: E402
+from judge.grading import compare as _cmp
+from judge import gpu
+from judge.hw import tma
 
 NOTEBOOK = "chapters/02_tma.ipynb"
 KERNELS = ["add_one_tma", "tile_add_one_f32", "swizzle_probe", "oob", "store_reduce",
@@ -100,13 +103,13 @@ def tile_add_one_f32(seed=None):
 
 # ------------------------------------------------------------------ section 2: a wrong expect_tx hangs
 def _expect_tx_wrong_child():
-    """Runs in the judge's child process (judge.isolate.run_function): launches the hanging kernel."""
-    from judge.grade import Result, Verdict
+    """Runs in the judge's child process (judge.grading.check_process.run_function): launches the hanging kernel."""
+    from judge.grading.grade import Result, Verdict
     cp = _cp()
     a = cp.asarray(_rng(None).standard_normal((8, 32)).astype(np.float32))
     out = _cmp.poison(cp.empty(32, dtype=cp.float32))
     b = build("expect_tx_wrong")
-    from judge import isolate
+    from judge.grading import check_process as isolate
     isolate.progress("launched; waiting for the kernel")
     b.kernel("expect_tx_wrong")((1,), (32,), (tma.tensor_map(a, box=(32, 8)).as_kernel_arg(), out))
     _sync()
@@ -116,7 +119,7 @@ def _expect_tx_wrong_child():
 def expect_tx_wrong(timeout: float = 8.0) -> dict:
     """Run expect_tx_wrong.cu through the judge's isolation: a child process whose whole process
     group is killed after `timeout` s without progress. Returns {"verdict", "seconds", "message"}."""
-    from judge import isolate
+    from judge.grading import check_process as isolate
     t0 = time.monotonic()
     r = isolate.run_function(__file__, "_expect_tx_wrong_child", timeout=timeout)
     return {"verdict": r.verdict.value, "seconds": round(time.monotonic() - t0, 1), "message": r.message}
@@ -151,7 +154,7 @@ def swizzle_probe(swizzle: str) -> dict:
 
 
 def model_table(swizzle: str) -> dict:
-    """What swizzle_probe should return, from judge.tma.swizzle_offset (no GPU)."""
+    """What swizzle_probe should return, from judge.hw.tma.swizzle_offset (no GPU)."""
     rows, row_bytes = probe_shape(swizzle)
     n = rows * row_bytes // 4
     placed = [-1] * n
@@ -347,7 +350,7 @@ def _launchers(nbytes: int):
 
 def copy_speed(nbytes: int = 1 << 30, reps: int = 20) -> list[dict]:
     """Check each copy once (poisoned output, exact comparison), then time it with
-    judge.timing.bench (L2 flushed, inputs rotated). GB/s count bytes read + written."""
+    judge.gpu.timing.bench (L2 flushed, inputs rotated). GB/s count bytes read + written."""
     cp = _cp()
     rows, cols, kinds = _launchers(nbytes)
     gen = cp.random.default_rng(int(_rng(None).integers(1 << 31)))
@@ -445,8 +448,8 @@ def copy_fast(configs=None, nbytes: int = 1 << 30, reps: int = 20) -> list[dict]
     configs: a list like FAST_CONFIGS, (name, defines, view_cols, blocks_per_sm[, l2_promotion]); the map describes
     the nbytes float32 buffer as rows of view_cols floats (256: one box row is one 1 KB row, so a
     256 x H box is H KB of contiguous memory). Each kernel is first checked once on fresh random
-    data into a NaN-poisoned output (bit-exact), then timed with judge.timing.bench.
-    Returns rows for judge.show.table: {"copy", "GB/s", "x same-size device copy",
+    data into a NaN-poisoned output (bit-exact), then timed with judge.gpu.timing.bench.
+    Returns rows for judge.draw.show.table: {"copy", "GB/s", "x same-size device copy",
     "x device copy (2 GiB)", "ms", "spread", "wrong elements"}; the device copy is the last row.
     """
     cp = _cp()
@@ -494,15 +497,15 @@ def copy_fast(configs=None, nbytes: int = 1 << 30, reps: int = 20) -> list[dict]
     return rows
 
 
-# ------------------------------------------------------------------ a planned descriptor (judge/tma_plan.py)
+# ------------------------------------------------------------------ a planned descriptor (judge/hw/tma_plan.py)
 def plan_probe(seed=None) -> dict:
-    """The TIRx page's case on the GPU: an 8x256 float16 tile, 128-byte swizzle. judge.tma_plan
+    """The TIRx page's case on the GPU: an 8x256 float16 tile, 128-byte swizzle. judge.hw.tma_plan
     plans the map (rank 3, dims (64, 8, 4), one copy); tma_plan_probe.cu issues that one copy and
     writes shared memory back twice: raw, and un-swizzled into row-major order.
     Returns {"plan": str, "copies": int, "raw_mismatches": bytes differing from the model
-    (judge.tma_plan.expected_smem), "tile_mismatches": halves differing from the input, "ok": bool}.
+    (judge.hw.tma_plan.expected_smem), "tile_mismatches": halves differing from the input, "ok": bool}.
     """
-    from judge import tma_plan
+    from judge.hw import tma_plan
     cp = _cp()
     host = _rng(seed).standard_normal((8, 256)).astype(np.float16)
     a = cp.asarray(host)

@@ -5,7 +5,7 @@
 //
 // The TMA loads one box (with the map's swizzle) into shared memory; then the block copies shared
 // memory out WORD FOR WORD, unswizzled. out[p] is the element that landed in 4-byte word p, so the
-// host can compare p with judge.tma.swizzle_offset(4 * element, swizzle) / 4.
+// host can compare p with judge.hw.tma.swizzle_offset(4 * element, swizzle) / 4.
 #include "tma.cuh"
 
 #define PROBE_BYTES 4096

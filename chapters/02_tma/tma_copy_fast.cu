@@ -17,7 +17,7 @@
 //    grid works on one stretch of memory), 1 gives each block one contiguous range of tiles (the
 //    grid works on `grid` stretches far apart at once).
 //
-// Measured on the H200 (2026-11-30, 1 GiB float32, judge.timing.bench, bit-exact check first;
+// Measured on the H200 (2026-11-30, 1 GiB float32, judge.gpu.timing.bench, bit-exact check first;
 // run.py copy_fast() prints the table): the best shape, 256 x 32 boxes over the matrix's own
 // 8192-float rows (32 rows of 1 KB each), 4 stages (128 KB in flight per SM), 1 block per SM:
 // 4041-4051 GB/s, 0.96 of the device-to-device copy of the same size (4224 GB/s). It does NOT

@@ -1,10 +1,10 @@
-// tma_plan_probe.cu - one rank-3 TMA load of an 8x256 float16 tile with the 128-byte swizzle (the map judge/tma_plan.py plans), written back raw and un-swizzled.
+// tma_plan_probe.cu - one rank-3 TMA load of an 8x256 float16 tile with the 128-byte swizzle (the map judge/hw/tma_plan.py plans), written back raw and un-swizzled.
 // judge: target=sm_90a features=tma.load,mbarrier.expect_tx,mbarrier.wait defines=ROWS=8,ATOMS=4
 // Build and inspect: python -c "from judge import build; print(build.compile('chapters/02_tma/tma_plan_probe.cu').sass)"
 // Run: chapters/02_tma/run.py plan_probe(); grid 1 block, 128 threads.
 //
 // The tile is ROWS rows of ATOMS * 128 bytes. A 128-byte swizzle allows at most 128 bytes per
-// box row (judge.tma's swizzle_span rule), so the planner splits each row into ATOMS atoms of
+// box row (judge.hw.tma's swizzle_span rule), so the planner splits each row into ATOMS atoms of
 // 128 bytes and describes the tile as a rank-3 map, inner first:
 //     dims (64, ROWS, ATOMS), byte strides (row bytes, 128), box (64, ROWS, ATOMS)
 // One copy then moves the whole tile, and shared memory holds it ATOM-MAJOR: atom j is a

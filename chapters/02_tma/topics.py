@@ -23,9 +23,11 @@ ROOT = HERE.parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from judge import build as _build
-from judge import compare as _cmp
-from judge import gpu, timing, tma
+from judge.gpu import build as _build
+from judge.grading import compare as _cmp
+from judge import gpu
+from judge.gpu import timing
+from judge.hw import tma
 
 KERNELS = ["bulk_add_one", "zfill_tile", "wait_kinds", "tx_late", "tensormap_replace", "prefetch_map",
            "swizzle_shifted", "store_negative"]

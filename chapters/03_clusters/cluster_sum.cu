@@ -4,7 +4,7 @@
 // Build and inspect: python -c "from judge import build; print(build.compile('chapters/03_clusters/cluster_sum.cu').sass)"
 //
 // out[c] = sum of in[c * size * per_block ... (c + 1) * size * per_block), c = cluster id.
-// cluster_sum works for any cluster size chosen at launch (judge.launch.launch(cluster=(n,1,1)));
+// cluster_sum works for any cluster size chosen at launch (judge.gpu.launch.launch(cluster=(n,1,1)));
 // cluster_sum_pair fixes the size to 2 at compile time (__cluster_dims__), launchable by CuPy.
 // cluster_sum_early_exit breaks the rule below on purpose (section 3 of the notebook).
 #include "cluster.cuh"

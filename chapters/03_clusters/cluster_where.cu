@@ -2,7 +2,7 @@
 // judge: target=sm_90a features=cluster.barrier
 // Build and inspect: python -c "from judge import build; print(build.compile('chapters/03_clusters/cluster_where.cu').sass)"
 //
-// Launched with a runtime cluster size (judge.launch.launch(..., cluster=(c, 1, 1))), or through
+// Launched with a runtime cluster size (judge.gpu.launch.launch(..., cluster=(c, 1, 1))), or through
 // the compile-time variant whose cluster shape is part of the kernel (__cluster_dims__).
 // Each block's thread 0 writes 8 words: blockIdx.x, cluster rank, cluster id, cluster count,
 // cluster size, SM id, and the low 32 bits of %globaltimer (ns) when it started and when it

@@ -62,7 +62,7 @@ step("multicast_in_l2", ch03.multicast, flush=False)
 
 
 def grade_all():
-    from judge import exercise, grade
+    from judge.grading import exercise, grade
     ex = exercise.get("dsmem_histogram")
     out = {}
     for name in ["<solution>", *ex.fixtures]:

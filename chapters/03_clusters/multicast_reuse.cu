@@ -8,7 +8,7 @@
 // out[m * gridDim.x + n] = sum over i < 64, k < K of A[64m + i, k] * B[64n + i, k]   (float32 sums)
 // A and B are stored TILE-MAJOR (run.py tile_major): 64-column slab k of all M rows of A sits at
 // rows [k * M, (k + 1) * M) of a (K/64 * M, 64) array, so each 64 x 64 tile is 16 KiB of
-// consecutive memory. Maps (judge.tma, innermost first): B box (64, 64); A box (64, 64 / CLUSTER)
+// consecutive memory. Maps (judge.hw.tma, innermost first): B box (64, 64); A box (64, 64 / CLUSTER)
 // with multicast, (64, 64) without. Launch: grid (N / 64, M / 64), 256 threads, cluster (CLUSTER, 1, 1) when
 // MULTICAST=1, dynamic shared memory STAGES * 32 KiB + 1 KiB.
 #include "tma.cuh"

@@ -14,9 +14,9 @@ The notebook chapters/03_clusters.ipynb and tests/test_ch03*.py call these funct
     ch03.histogram(), ch03.multicast()        # multicast(flush=False): operands already in L2
     python chapters/03_clusters/device_check.py OUT   # all of it on an H200, figures to OUT/ch03.json
 
-Every GPU function draws fresh random inputs, poisons its outputs (judge.compare.poison), checks
+Every GPU function draws fresh random inputs, poisons its outputs (judge.grading.compare.poison), checks
 every launch by synchronizing and compares against a float64 (or exact integer) reference before
-it reports a time. Launches go through judge.launch (cluster size chosen at launch, cuda.core);
+it reports a time. Launches go through judge.gpu.launch (cluster size chosen at launch, cuda.core);
 if that path fails on this machine, the same kernel is rebuilt with -DCLUSTER_DIMS=n
 (__cluster_dims__) and launched with a CuPy RawKernel, and LAUNCH_FAILURES says why.
 """
@@ -34,10 +34,12 @@ ROOT = HERE.parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from judge import build as _build
-from judge import compare as _cmp
-from judge import gpu, timing, tma
-from judge import launch as _launch
+from judge.gpu import build as _build
+from judge.grading import compare as _cmp
+from judge import gpu
+from judge.gpu import timing
+from judge.hw import tma
+from judge.gpu import launch as _launch
 
 NOTEBOOK = "chapters/03_clusters.ipynb"
 HISTOGRAM_SOLUTION = ROOT / "exercises" / "dsmem_histogram" / "solution.cu"
@@ -87,7 +89,7 @@ def run_kernel(name, kernel: str, *, grid, block, args, shared_bytes: int = 0, c
         try:
             _launch.launch(b, kernel, grid=_dim3(grid), block=_dim3(block), args=args,
                            shared_bytes=shared_bytes, cluster=(cluster, 1, 1))
-            return "judge.launch"
+            return "judge.gpu.launch"
         except _launch.LaunchError:
             raise
         except Exception as e:  # noqa: BLE001 - recorded and reported, then the fallback runs
@@ -327,7 +329,7 @@ def _early_exit_child(delay_ns: int = 20000, sizes=(2, 4), clusters: int = 132, 
 
 def early_exit(delay_ns: int = 20000, timeout: float = 20.0) -> dict:
     """Run cluster_sum_early_exit in the judge's child process: what did the hardware do?"""
-    from judge import isolate
+    from judge.grading import check_process as isolate
     t0 = time.monotonic()
     r = isolate.run_function(__file__, "_early_exit_child", timeout=timeout, delay_ns=delay_ns)
     return {"verdict": r.verdict.value, "seconds": round(time.monotonic() - t0, 1),

@@ -1,6 +1,6 @@
 """Chapter 4 on an H200, in one script: every ladder rung checked against float64, the ladder timed
 against cuBLAS bf16 in the same process, the instrumented timeline and its cost, and exercise
-ws_gemm's solution and fixtures graded by the engine (judge.grade.check: a child process each,
+ws_gemm's solution and fixtures graded by the engine (judge.grading.grade.check: a child process each,
 so that a hang is a verdict).
 
     PYTHONPATH=. python chapters/04_wgmma/device_run.py          # prints a table; details in $OUT
@@ -40,8 +40,8 @@ def child(args, timeout):
 
 # ----------------------------------------------------------------------------- exercise grading
 def exercise_all() -> list[dict]:
-    """The solution and every fixture of ws_gemm through the engine (judge.grade.check, a child each)."""
-    from judge import exercise, grade
+    """The solution and every fixture of ws_gemm through the engine (judge.grading.grade.check, a child each)."""
+    from judge.grading import exercise, grade
     ex = exercise.get("ws_gemm")
     files = [("<solution>", ex.solution_path, "PASS")] + [(n, ex.fixture_path(n), v) for n, v in ex.fixtures.items()]
     rows = []

@@ -5,7 +5,7 @@ The notebook chapters/04_wgmma.ipynb and tests/test_ch04_kernels.py call these f
     import sys; sys.path.insert(0, "chapters/04_wgmma"); import ladder
     [r["name"] for r in ladder.RUNGS]            # the eight rungs, in order
     ladder.build_rung("TMA store + L2 order").sass      # any machine: NVRTC -> sm_90a -> SASS
-    ladder.check_rung("persistent", 1000, 1032, 520)    # an H200: a judge.compare.Comparison
+    ladder.check_rung("persistent", 1000, 1032, 520)    # an H200: a judge.grading.compare.Comparison
     ladder.model_check("TMA store + L2 order", 256, 256, 200)   # any machine: the CPU model of the GPU
     rows = ladder.measure_ladder()                # an H200: every rung and cuBLAS, one run
     tl = ladder.timeline()                        # an H200: %globaltimer per stage, and its cost
@@ -34,7 +34,7 @@ For random normal inputs at K = 4096 that is atol ~ 0.25 and rtol * |c| ~ 0.25 a
 while a missing k-slice, a swapped row or a stale tile errs by 8 to 64. The float64 reference is
 computed on the GPU by torch; above 4096^3 a random sample of 512 rows x 512 columns is checked.
 
-Timing: judge.timing.bench (L2 flushed before each run, two input sets alternating, median and
+Timing: judge.gpu.timing.bench (L2 flushed before each run, two input sets alternating, median and
 10-90 % spread), cuBLAS bf16 through torch measured in the same process by the same protocol.
 """
 from __future__ import annotations
@@ -51,9 +51,10 @@ ROOT = HERE.parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from judge import build as _build
-from judge import compare as _cmp
-from judge import timing, tma
+from judge.gpu import build as _build
+from judge.grading import compare as _cmp
+from judge.gpu import timing
+from judge.hw import tma
 
 NOTEBOOK = "chapters/04_wgmma.ipynb"
 BK = 64                        # every rung loads 64 bf16 (128 bytes) of K per slice
@@ -126,7 +127,7 @@ def rung(name: str) -> dict:
 
 
 def build_rung(name: str, **extra_defines):
-    """Compile one rung for sm_90a (any machine): a judge.build.Build."""
+    """Compile one rung for sm_90a (any machine): a judge.gpu.build.Build."""
     r = rung(name)
     defines = dict(r["defines"])
     defines.update(extra_defines)
@@ -194,7 +195,7 @@ def _grid(r: dict, build, M: int, N: int) -> tuple[tuple, str]:
     key = (r["name"], build.key)
     if key not in _CLUSTERS:
         try:
-            from judge import launch
+            from judge.gpu import launch
             _CLUSTERS[key] = (launch.max_active_clusters(build, r["kernel"], block=(r["threads"], 1, 1),
                                                          cluster=(cl, 1, 1), shared_bytes=shared_bytes(r)),
                               "max active clusters")
@@ -316,7 +317,7 @@ def model_check(name: str, M: int, N: int, K: int, seed=None):
     """
     import ml_dtypes
 
-    from judge import launch as _launch
+    from judge.gpu import launch as _launch
     check_size(M, N, K)
     r = rung(name)
     b = build_rung(name)
@@ -404,7 +405,7 @@ def timeline(n: int = 4096, reps: int = 20) -> dict:
     Returns times in ns from the first mark: producer [(wait_start, issued)] per k-slice,
     consumers [[(wait_start, data_ready, released)] per k-slice] for each consumer, epilogues
     [[(start, stores_issued)] per tile] for each consumer, the median times of the plain and the
-    instrumented build under judge.timing.bench, and cost = instrumented / plain - 1.
+    instrumented build under judge.gpu.timing.bench, and cost = instrumented / plain - 1.
     """
     torch = _torch()
     seeds = [int.from_bytes(os.urandom(4), "little") for _ in range(2)]

@@ -1,7 +1,7 @@
 // wgmma_tile.cu - one warpgroup, one 64x64 tile: C = A * B^T with wgmma.mma_async, descriptors built by hand.
 // judge: target=sm_90a features=wgmma,proxy.fence defines=SWIZZLE=128
 // Build and inspect: python -c "from judge import build; print(build.compile('chapters/04_wgmma/wgmma_tile.cu').sass)"
-// Run (an H200): chapters/04_wgmma.ipynb, section "A first wgmma"; judge/wgmma.py models every address below.
+// Run (an H200): chapters/04_wgmma.ipynb, section "A first wgmma"; judge/hw/wgmma.py models every address below.
 //
 // A (64 x 64 bf16) and B (64 x 64 bf16) are row-major in global memory: both K-major, as wgmma wants
 // them for bf16. One block of 128 threads (one warpgroup) copies them into shared memory in the

@@ -6,7 +6,7 @@ Run on a GPU:  PYTHONPATH=. python chapters/05_blackwell/fp8.py        (prints a
 The notebook calls measure() under gpu.require and records it as "ch05.fp8"; predicted_error()
 runs anywhere (NumPy): what rounding the inputs alone costs, to compare with what the GPU gives.
 
-Speed: cuBLAS through torch, by the course's one timing protocol (judge.timing: L2 flushed, inputs
+Speed: cuBLAS through torch, by the course's one timing protocol (judge.gpu.timing: L2 flushed, inputs
 rotated, median of 20): bf16 `a @ b.T` and FP8 `torch._scaled_mm` with unit scales and bf16 output,
 random normal data (a GEMM on zeros runs faster on this GPU and would flatter both).
 Accuracy: fresh random normal float32 A (n x n) and B (n x n); each GEMM's output on a sub-block
@@ -28,7 +28,7 @@ def _rel(got, ref) -> float:
 def accuracy(n: int, block: int = BLOCK, seed: int = 55) -> dict:
     """Relative Frobenius error of bf16 and FP8 GEMM outputs (rows/cols 0..block-1) vs float64."""
     import torch
-    from judge import compare
+    from judge.grading import compare
     g = torch.Generator(device="cuda").manual_seed(seed)
     a32 = torch.randn(n, n, device="cuda", generator=g)
     b32 = torch.randn(n, n, device="cuda", generator=g)
@@ -52,7 +52,7 @@ def predicted_error(n: int, block: int = 64, seed: int = 55) -> dict:
     """On the CPU: the error of a (block x n) @ (n x block) product whose inputs were rounded to
     bf16 or to E4M3 (unit scale) and then multiplied exactly in float64; the output rounding to
     bf16 is included. This is what the formats cost before any accumulation error of the GPU."""
-    from judge import formats
+    from judge.hw import formats
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((block, n)).astype(np.float32).astype(np.float64)
     b = rng.standard_normal((block, n)).astype(np.float32).astype(np.float64)
@@ -69,7 +69,7 @@ def gemm_error_by_format(k: int = 4096, rows: int = 64, spread: float = 4.0, see
     10^(+-spread) (as activations of different tokens do), B is normal; both are quantized along K
     (the dimension the block scales run along), multiplied exactly in float64, and each output row is
     compared with the float64 product. Returns the median and worst per-row relative error per format."""
-    from judge import formats
+    from judge.hw import formats
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((rows, k)) * 10.0 ** rng.uniform(-spread, spread, (rows, 1))
     b = rng.standard_normal((rows, k))
@@ -97,7 +97,8 @@ def gemm_error_by_format(k: int = 4096, rows: int = 64, spread: float = 4.0, see
 
 def measure(sizes=SIZES, block: int = BLOCK) -> dict:
     """Both GEMMs at each size: TFLOPS (timing protocol) and accuracy against float64."""
-    from judge import gpu, timing
+    from judge import gpu
+    from judge.gpu import timing
     figs = {"device": gpu.info().name, "block": block, "sizes": {}}
     for n in sizes:
         bf16 = timing.bf16_gemm_ceiling(n)
@@ -149,8 +150,8 @@ def _fp8_source():
 
 
 def wgmma_fp8_build(promote: bool = False):
-    """Compile chapters/04_wgmma/gemm_fp8.cu for sm_90a (any machine, NVRTC): a judge.build.Build."""
-    from judge import build
+    """Compile chapters/04_wgmma/gemm_fp8.cu for sm_90a (any machine, NVRTC): a judge.gpu.build.Build."""
+    from judge.gpu import build
     return build.compile(_fp8_source(), defines={"PROMOTE": 1} if promote else None)
 
 
@@ -209,7 +210,8 @@ def fp8_launcher(M: int, N: int, K: int, build=None, promote: bool = False):
     float32 block scales sa[ceil(M/128)], sb[ceil(N/128)]. Tensor maps are made per input set (over the
     bytes: TMA has no FP8 type and needs none, it moves bits) and cached by address."""
     import torch
-    from judge import gpu, tma
+    from judge import gpu
+    from judge.hw import tma
     fp8_check_size(M, N, K)
     b = build or wgmma_fp8_build(promote)
     k = b.kernel(FP8_KERNEL)
@@ -254,7 +256,7 @@ def wgmma_fp8_check(M: int = 256, N: int = 256, K: int = 512, seed=None, promote
     import os
 
     import torch
-    from judge import compare
+    from judge.grading import compare
     fp8_check_size(M, N, K)
     seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
     s = _fp8_set(M, N, K, seed)
@@ -297,11 +299,12 @@ def wgmma_fp8(sizes=(4096, 8192), variants=(False, True)) -> list[dict]:
     for each n, on an H200.
 
     Each size: two fresh input sets; the kernel's C (NaN-poisoned first) checked against float64
-    before timing and again after the timed runs (poisoned again before them); judge.timing.bench for
+    before timing and again after the timed runs (poisoned again before them); judge.gpu.timing.bench for
     both GEMMs with the same inputs and scales; _scaled_mm's own output checked the same way.
     Rows: n, kernel, TFLOPS, of _scaled_mm, rel_err, ok."""
     import torch
-    from judge import compare, timing
+    from judge.grading import compare
+    from judge.gpu import timing
     builds = {p: wgmma_fp8_build(p) for p in variants}
     rowwise, unit = _scaled_mm_launchers()
     out = []
@@ -357,7 +360,7 @@ if __name__ == "__main__":
     import json
     import os
     import sys
-    from judge import show
+    from judge.draw import show
     if sys.argv[1:] == ["wgmma"]:          # the course's own FP8 kernel (chapters/04_wgmma/gemm_fp8.cu)
         if not (wgmma_fp8_check() and wgmma_fp8_check(200, 264, 272, promote=True)):
             sys.exit("gemm_fp8.cu gave wrong results on the small checks; not timing it")

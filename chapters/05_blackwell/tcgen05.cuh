@@ -1,5 +1,5 @@
 // tcgen05.cuh - the chapter's Blackwell (sm_100a) helpers: tensor memory and tcgen05 MMA, inline PTX only.
-// Use: #include "tcgen05.cuh" beside a kernel; judge.build.compile(path, target="sm_100a") inlines it.
+// Use: #include "tcgen05.cuh" beside a kernel; judge.gpu.build.compile(path, target="sm_100a") inlines it.
 // Nothing here runs on Hopper: every instruction below exists only on sm_100a / sm_103a.
 //
 // Tensor memory (TMEM): 128 lanes x 512 columns of 32-bit cells per SM, next to the tensor cores.

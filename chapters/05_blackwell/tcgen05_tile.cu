@@ -2,7 +2,7 @@
 // judge: target=sm_100a features=tcgen05,tcgen05.commit,tmem.alloc,tmem.relinquish,tmem.dealloc,tmem.ld,mbarrier.wait
 // Build and inspect (any machine, no GPU): python -c "from judge import build; print(build.compile('chapters/05_blackwell/tcgen05_tile.cu', target='sm_100a').sass)"
 // It needs a B200/GB200 (sm_100a) to run; the course compiles it, reads its SASS and replays its
-// alloc -> mma -> commit -> wait -> ld -> dealloc protocol in judge/tmem.py. It has not run on a GPU.
+// alloc -> mma -> commit -> wait -> ld -> dealloc protocol in judge/hw/tmem.py. It has not run on a GPU.
 //
 // C[M][N] (fp32) = A[M][K] (bf16, row-major) * B[N][K]^T (bf16, row-major: both operands K-major).
 // grid = (N / 128, M / 128), block = 128 threads (4 warps). The same tile as wgmma_tile.cu (Hopper).

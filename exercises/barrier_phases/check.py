@@ -10,7 +10,7 @@ Two checks:
 """
 import random
 
-from judge.grade import Result, Verdict, learner_error
+from judge.grading.grade import Result, Verdict, learner_error
 
 SLOTS = range(1, 9)
 ITERS = 101

@@ -10,7 +10,7 @@ import json
 import random
 from pathlib import Path
 
-from judge.grade import Result, Verdict, learner_error
+from judge.grading.grade import Result, Verdict, learner_error
 
 LAYOUT = json.loads((Path(__file__).with_name("h200_layout.json")).read_text())
 

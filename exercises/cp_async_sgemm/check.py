@@ -1,10 +1,10 @@
 """Grader of cp_async_sgemm: python practice/judge.py check cp_async_sgemm
 
-The shared CUDA flow (judge.cuda_flow) runs the cases and the timing of exercise.toml; this file holds
+The shared CUDA flow (judge.grading.cuda_flow) runs the cases and the timing of exercise.toml; this file holds
 what is this exercise's own: the inputs, the float64 reference, the launch, the work one launch does,
 and the tolerance. The pipeline protocol (every commit, wait and barrier of every thread, in whatever
 spelling) is checked by the CPU model of the machine on the very build that is graded (judge.model,
-which judge.cuda_flow runs first on every machine).
+which judge.grading.cuda_flow runs first on every machine).
 
 Tolerance, from the arithmetic: each output is a K-term dot product accumulated in float32 (unit
 roundoff u = 2^-24). With uniform(-1, 1) inputs the relative error norm of a sequential FMA
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from judge import launch as _launch
+from judge.gpu import launch as _launch
 
 KERNEL = "sgemm_pipelined"
 STAGES = 3

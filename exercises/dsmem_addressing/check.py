@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from judge.grade import Result, Verdict, learner_error
+from judge.grading.grade import Result, Verdict, learner_error
 
 NAMED = {
     "cluster_sum": [("st", "own", "mine"), ("sync",), ("ld", "peer", "mine"), ("sync",)],

@@ -1,6 +1,6 @@
 """Grader of dsmem_histogram: python practice/judge.py check dsmem_histogram
 
-The engine (judge.cuda_flow.grade) compiles histogram.cu for sm_90a, checks that the SASS shows the
+The engine (judge.grading.cuda_flow.grade) compiles histogram.cu for sm_90a, checks that the SASS shows the
 cluster barrier (UCGABAR_ARV / UCGABAR_WAIT), runs the small case on the CPU model of the machine
 (judge.model, where it supports the kernel), then on an H200 every case with fresh random inputs against numpy.bincount, exactly, and times the kernel
 against global atomics (chapters/03_clusters/histogram.cu, hist_global) measured in the same run.
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from judge import build as _build
-from judge import launch as _launch
+from judge.gpu import build as _build
+from judge.gpu import launch as _launch
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = "cluster_histogram"
@@ -75,5 +75,5 @@ def baseline(case, ins, outs):
 
 
 def check(sub):
-    from judge import cuda_flow
+    from judge.grading import cuda_flow
     return cuda_flow.grade(sub, __import__(__name__))

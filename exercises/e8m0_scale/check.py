@@ -1,20 +1,20 @@
 """Grader of e8m0_scale: python practice/judge.py check e8m0_scale
 
-Three parts, each against judge.formats (the chapter's reference, itself tested against ml_dtypes):
+Three parts, each against judge.hw.formats (the chapter's reference, itself tested against ml_dtypes):
 1. e8m0_code(amax, fmt) for every element format on amax values chosen at the edges: powers of
    two, the doubles just below and above them, each format's max, 0, NaN, Inf, and magnitudes
    beyond the E8M0 range (the clamp);
 2. e8m0_value(code) for all 256 codes;
-3. dequantize(codes, scales, fmt) on blocks quantized by judge.formats, with a zero and a NaN block.
+3. dequantize(codes, scales, fmt) on blocks quantized by judge.hw.formats, with a zero and a NaN block.
 A failure names the format, the value and the rule that gives the expected code.
 """
 import math
 
 import numpy as np
 
-from judge import formats as F
-from judge.result import Result, Verdict
-from judge.submission import learner_error
+from judge.hw import formats as F
+from judge.grading.result import Result, Verdict
+from judge.grading.submission import learner_error
 
 FORMATS = ["e4m3", "e5m2", "e3m2", "e2m3", "e2m1"]
 

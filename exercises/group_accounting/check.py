@@ -1,16 +1,16 @@
-"""check.py - the grader of group_accounting: the learner's accounting.py against judge.pipesim.
+"""check.py - the grader of group_accounting: the learner's accounting.py against judge.hw.pipesim.
 
 The judge runs it in a child process:  python practice/judge.py check group_accounting
-or, from Python,  judge.grade.check("group_accounting", "accounting.py").
-The reference is judge.pipesim, which replays the loop op by op (seed_loop, then safe_tiles).
+or, from Python,  judge.grading.grade.check("group_accounting", "accounting.py").
+The reference is judge.hw.pipesim, which replays the loop op by op (seed_loop, then safe_tiles).
 Loops graded, each for S = 2..6 and K = 1..12: the standard loop; no empty commits;
 wait_prior(S-1); wait_prior(0); no empty commits with wait_prior(S-1). A failure names the
 call, the round, and how the groups stood at that round's wait.
 """
 from __future__ import annotations
 
-from judge import pipesim
-from judge.grade import Result, Verdict, learner_error
+from judge.hw import pipesim
+from judge.grading.grade import Result, Verdict, learner_error
 
 SIZES = [(S, K) for S in range(2, 7) for K in range(1, 13)]
 # (what the loop is, empty_commit, wait as a function of S; None passes wait=None: S - 2)
@@ -103,5 +103,5 @@ def check(sub) -> Result:
             return Result(Verdict.WRONG, f.message, details=f.details + [
                 f"grading {what}; passed {n} case(s) before this one"], checked=checked)
         checked.append(f"{what} ({len(SIZES)} cases)")
-    return Result(Verdict.PASS, f"all {n} cases agree with the op-by-op simulation (judge.pipesim)",
+    return Result(Verdict.PASS, f"all {n} cases agree with the op-by-op simulation (judge.hw.pipesim)",
                   checked=checked)

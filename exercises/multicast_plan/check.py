@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from judge.grade import Result, Verdict, learner_error
+from judge.grading.grade import Result, Verdict, learner_error
 
 SHAPES = [(1, 2, 64, 64, 128), (2, 1, 64, 128, 128), (2, 2, 128, 64, 128), (4, 1, 64, 256, 64),
           (2, 4, 128, 128, 128), (4, 4, 64, 64, 256), (1, 16, 128, 32, 128)]

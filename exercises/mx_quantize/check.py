@@ -1,15 +1,15 @@
 """Grader of mx_quantize: python practice/judge.py check mx_quantize
 
 Every function is compared bit for bit (element codes, scale codes, packed bytes, tensor scale)
-with judge.formats under the rules the statement names (OCP floor scale, round to nearest even,
+with judge.hw.formats under the rules the statement names (OCP floor scale, round to nearest even,
 saturation, zero and NaN blocks, subnormals, element 2i in the low nibble), on one case per rule
 and on random tensors. A failure names the case, the rule it is about, the element and both codes.
 """
 import numpy as np
 
-from judge import formats as F
-from judge.result import Result, Verdict
-from judge.submission import learner_error
+from judge.hw import formats as F
+from judge.grading.result import Result, Verdict
+from judge.grading.submission import learner_error
 
 
 def _cases():

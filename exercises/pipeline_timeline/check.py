@@ -1,11 +1,11 @@
 """check.py - the grader of pipeline_timeline: the learner's timeline.py against solution.py.
 
 The judge runs it in a child process:  python practice/judge.py check pipeline_timeline
-or, from Python,  judge.grade.check("pipeline_timeline", "timeline.py").
+or, from Python,  judge.grading.grade.check("pipeline_timeline", "timeline.py").
 Phases: README examples and K = 0; exact schedules on fixed cases; a random sweep (a fixed
 seed, then a fresh one, named in any failure); ValueError on invalid inputs. On every case
 pipeline_time must equal the last compute_end of schedule. The learner's schedule is drawn
-next to the reference (judge.timeline) for the first failing case, else for (8, 4, 10, 3).
+next to the reference (judge.draw.timeline) for the first failing case, else for (8, 4, 10, 3).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numbers
 import random
 from pathlib import Path
 
-from judge.grade import Result, Verdict, learner_error
+from judge.grading.grade import Result, Verdict, learner_error
 
 HERE = Path(__file__).resolve().parent
 FIELDS = ("copy_start", "copy_end", "compute_start", "compute_end")
@@ -156,7 +156,7 @@ def _draw(sub, mod, ref, fail: _Fail | None) -> list[str]:
         if not mine:
             return []
     sub.progress("drawing your timeline next to the reference")
-    from judge import timeline
+    from judge.draw import timeline
     K, L, C, S = case
     fig = timeline.draw({"yours": mine, "reference": ref.schedule(*case)}, S=S,
                         title=f"K={K}, L={L}, C={C}, S={S}")

@@ -1,7 +1,7 @@
 """check.py - the grader of smem_budget: the learner's budget.py against solution.py.
 
 The judge runs it in a child process:  python practice/judge.py check smem_budget
-or, from Python,  judge.grade.check("smem_budget", "budget.py").
+or, from Python,  judge.grading.grade.check("smem_budget", "budget.py").
 Phases: stage_bytes and pipeline_bytes (the seed SGEMM's 128x128x8 fp32 tiles first);
 blocks_per_sm on cases that each bind a different Hopper limit, for H100 and H200; an
 unknown gpu raises ValueError. solution.py's blocks_per_sm agrees with the CUDA toolkit's own
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from judge.grade import Result, Verdict, learner_error
+from judge.grading.grade import Result, Verdict, learner_error
 
 HERE = Path(__file__).resolve().parent
 KB = 1024

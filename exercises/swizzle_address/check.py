@@ -8,7 +8,7 @@ table[row][chunk] = the physical 16-byte chunk TMA wrote logical chunk `chunk` t
 """
 
 from judge import record
-from judge.grade import Result, Verdict, learner_error
+from judge.grading.grade import Result, Verdict, learner_error
 
 ROWS = 24
 MODES = (("swizzle128", 128), ("swizzle64", 64), ("swizzle32", 32))

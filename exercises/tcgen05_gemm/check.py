@@ -5,12 +5,12 @@ No Blackwell GPU is needed, and none is used: the kernel is
 2. read in SASS: UTCHMMA (tcgen05.mma), the TMEM allocation, LDTM  -> MISSING FEATURE
 3. read in PTX (the same build): every tcgen05.alloc / relinquish / mma / commit, mbarrier wait,
    tcgen05.ld and tcgen05.dealloc in order, with the column counts and each warp's lane traced
-   from the operands, and that protocol replayed by judge/tmem.py   -> WRONG naming the rule
+   from the operands, and that protocol replayed by judge/hw/tmem.py   -> WRONG naming the rule
 A PASS says so: compiled and simulated, not run.
 """
-from judge import build as _build
-from judge import sass, tmem
-from judge.result import Result, Verdict
+from judge.gpu import build as _build
+from judge.hw import sass, tmem
+from judge.grading.result import Result, Verdict
 
 
 def check(sub) -> Result:

@@ -7,7 +7,7 @@ illegal ones must raise ValueError whose message names the broken rule and no ot
 so the order in which a solution checks them does not matter.
 """
 
-from judge.grade import Result, Verdict, learner_error
+from judge.grading.grade import Result, Verdict, learner_error
 
 F32, F16, I8 = 4, 2, 1
 

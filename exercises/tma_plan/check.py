@@ -1,18 +1,18 @@
 """Grader of tma_plan: python practice/judge.py check tma_plan
 
-Each case is a tile of a global tensor. The reference planner (judge/tma_plan.py) decides whether a
+Each case is a tile of a global tensor. The reference planner (judge/hw/tma_plan.py) decides whether a
 legal descriptor exists. Where it refuses, the learner must raise ValueError naming the same rule.
 Where it plans, the learner's plan must
-  1. pass judge.tma's own validation (the rules a tensor map is checked against before the driver:
+  1. pass judge.hw.tma's own validation (the rules a tensor map is checked against before the driver:
      rank, strides, box 1..256, inner box bytes, swizzle span),
-  2. deliver exactly the tile, each byte once, in the promised order (judge.tma_plan.simulate: a CPU
-     model of the copies, against judge.tma_plan.tile_bytes: row-major, or atom-major with a swizzle),
+  2. deliver exactly the tile, each byte once, in the promised order (judge.hw.tma_plan.simulate: a CPU
+     model of the copies, against judge.hw.tma_plan.tile_bytes: row-major, or atom-major with a swizzle),
   3. be as small as the rules allow: no more dimensions and no more copies than the reference.
 A plan written differently but equal on these three counts passes.
 """
 
-from judge import tma, tma_plan
-from judge.grade import Result, Verdict, learner_error
+from judge.hw import tma, tma_plan
+from judge.grading.grade import Result, Verdict, learner_error
 
 # (name, tile, dtype, shape, strides in elements or None, swizzle): NumPy order, outermost first
 CASES = [
@@ -44,7 +44,7 @@ def _call(case):
 
 
 def _as_plan(got, swizzle):
-    """The learner's dict as a judge.tma_plan.Plan, or an error message."""
+    """The learner's dict as a judge.hw.tma_plan.Plan, or an error message."""
     if not isinstance(got, dict) or any(k not in got for k in KEYS):
         return f"expected a dict with keys {', '.join(KEYS)}, got {got!r}"
     try:
@@ -126,5 +126,5 @@ def check(sub) -> Result:
     planned = sum(1 for c in CASES if tma_plan.plan(*c[1:]))
     return Result(Verdict.PASS, f"{planned} tiles planned legally and exactly, {len(CASES) - planned} refused "
                   f"with the rule named",
-                  checked=[f"{planned} plans: judge.tma's rules, every byte of the tile once and in order, "
+                  checked=[f"{planned} plans: judge.hw.tma's rules, every byte of the tile once and in order, "
                            f"minimal rank and copies", f"{len(CASES) - planned} refusals naming the rule"])

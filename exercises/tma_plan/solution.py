@@ -3,12 +3,12 @@
 Your task: fill in plan() below. Check it with
     python practice/judge.py check tma_plan
 
-judge.tma refuses a map that breaks a hardware rule. A compiler that lowers "copy this tile into
+judge.hw.tma refuses a map that breaks a hardware rule. A compiler that lowers "copy this tile into
 shared memory" chooses the map instead: it cuts a row wider than the swizzle span into atoms,
 merges dimensions that are really one, moves a long row as a wider element type, splits a box
 that is still too big into several copies, and refuses (falls back to other copies) only when
 no legal map exists. The statement (README.md) gives the five steps and their order.
-The checker grades each plan against judge.tma's rules (the same validation a tensor map goes
+The checker grades each plan against judge.hw.tma's rules (the same validation a tensor map goes
 through before the driver sees it) and against a CPU model of the copies: every byte of the tile
 delivered exactly once, in the order the statement gives.
 """

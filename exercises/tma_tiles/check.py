@@ -1,17 +1,18 @@
 """Grader of tma_tiles: python practice/judge.py check tma_tiles
 
-The shared CUDA flow (judge.cuda_flow) runs exercise.toml's cases and timing; this file holds what is
+The shared CUDA flow (judge.grading.cuda_flow) runs exercise.toml's cases and timing; this file holds what is
 this exercise's own. The host side of the kernel is here: the two tensor maps come from
-judge.tma.tensor_map (innermost-first dims and box; it checks the hardware rules, then encodes) and
+judge.hw.tma.tensor_map (innermost-first dims and box; it checks the hardware rules, then encodes) and
 are passed by value to the kernel's `const __grid_constant__ TensorMap` parameters through
-judge.launch. y = 2x + 1 is exact in float32 for these inputs' magnitudes up to one rounding, so the
+judge.gpu.launch. y = 2x + 1 is exact in float32 for these inputs' magnitudes up to one rounding, so the
 limit is one float32 ulp of the result: rtol 2^-23.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from judge import launch as _launch, tma
+from judge.gpu import launch as _launch
+from judge.hw import tma
 
 KERNEL = "tma_affine"
 BOX_ROWS, BOX_COLS, THREADS = 32, 64, 128     # must match the #defines of tma_tiles.cu

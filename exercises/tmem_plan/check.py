@@ -4,14 +4,14 @@ For each kernel (a list of accumulators) the learner's plan is checked three way
 1. the allocation is the smallest power of two >= 32 that holds the buffers, or a ValueError is
    raised exactly when more than 512 columns are needed;
 2. the buffers lie inside the allocation and do not overlap;
-3. the plan is replayed through the tensor-memory simulator (judge/tmem.py): warp 0 allocates,
+3. the plan is replayed through the tensor-memory simulator (judge/hw/tmem.py): warp 0 allocates,
    one MMA per buffer, commit, four warps wait and read their lane quarters, dealloc. The
    simulator names the rule a plan breaks (alloc.size, access.unallocated, ...).
 Then ctas_per_sm for every allocation size.
 """
-from judge import tmem
-from judge.result import Result, Verdict
-from judge.submission import learner_error
+from judge.hw import tmem
+from judge.grading.result import Result, Verdict
+from judge.grading.submission import learner_error
 
 KERNELS = [
     ("one 128 x 128 accumulator", [("acc", 128, 1)]),

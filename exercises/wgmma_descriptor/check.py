@@ -3,15 +3,15 @@
 Graded bit-exact against solution.py, in two steps:
 1. encode() on fixed and random fields (every swizzle, base offsets, the largest values);
 2. tile_descriptor() for every swizzle, slices k = 0..3 and three tile addresses.
-A wrong descriptor is decoded (judge.wgmma.decode) and the first differing field is named with its
+A wrong descriptor is decoded (judge.hw.wgmma.decode) and the first differing field is named with its
 bits. For tile_descriptor the judge also says what wgmma would do with it: it follows the
-descriptor the way the hardware does (judge.wgmma.operand_address) and names the first element of
+descriptor the way the hardware does (judge.hw.wgmma.operand_address) and names the first element of
 the slice it would read from a byte where the tile does not hold it.
 """
 import random
 
-from judge import wgmma
-from judge.grade import Result, Verdict, learner_error
+from judge.hw import wgmma
+from judge.grading.grade import Result, Verdict, learner_error
 
 SWIZZLES = ("none", "32B", "64B", "128B")
 FIXED = [

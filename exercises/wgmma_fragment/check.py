@@ -7,7 +7,7 @@ expected, and which part of the rule (warp rows, lane row, register band, column
 """
 import random
 
-from judge.grade import Result, Verdict, learner_error
+from judge.grading.grade import Result, Verdict, learner_error
 
 SIZES = (8, 64, 256)
 

@@ -1,12 +1,12 @@
 """Grader of ws_gemm: python practice/judge.py check ws_gemm
 
-The shared CUDA flow (judge.cuda_flow) runs exercise.toml's cases and timing; this file holds what
+The shared CUDA flow (judge.grading.cuda_flow) runs exercise.toml's cases and timing; this file holds what
 is this exercise's own:
   * bf16 data: CuPy has no bfloat16 dtype, so A and B live in uint16 arrays holding bf16 bit
     patterns (TMA moves bits, and its zero fill, 0x0000, is bf16 +0): random normal numbers
     rounded to bf16 (round to nearest even), decoded exactly to float64 by the reference. C is a
     torch bfloat16 tensor on the GPU (an ml_dtypes bfloat16 array on the CPU), so the engine
-    poisons it with NaN and judge.compare reads it exactly.
+    poisons it with NaN and judge.grading.compare reads it exactly.
   * the tolerance, from the arithmetic: products of bf16 are exact in fp32; K fp32 additions err by
     about sqrt(K) 2^-24 ||a_i|| ||b_j||, with ||a_i|| ~ ||b_j|| ~ sqrt(K) for unit normal data; we
     allow 32 times that (tensor cores add in groups and truncate), plus rtol 2^-8 for rounding C to
@@ -24,8 +24,8 @@ import math
 
 import numpy as np
 
-from judge import launch as _launch
-from judge import tma
+from judge.gpu import launch as _launch
+from judge.hw import tma
 
 KERNEL = "ws_gemm"
 BM, BN, BK, STAGES, THREADS = 128, 256, 64, 4, 384       # must match the #defines of ws_gemm.cu
@@ -97,7 +97,7 @@ def _maps(a, b, c):
     key = tuple(_address(x) for x in (a, b, c)) + (tuple(a.shape), tuple(b.shape))
     if key not in _MAPS:
         # boxes innermost first: 64 bf16 (128 bytes = the 128B swizzle span) x rows
-        # (over NumPy arrays the map is not encoded: judge.launch then runs the CPU model)
+        # (over NumPy arrays the map is not encoded: judge.gpu.launch then runs the CPU model)
         _MAPS[key] = (tma.tensor_map(a, box=(BK, BM), swizzle="128B"),
                       tma.tensor_map(b, box=(BK, BN), swizzle="128B"),
                       tma.tensor_map(c, box=(64, 64), swizzle="128B"))
@@ -123,5 +123,5 @@ def work(case):
 
 
 def check(sub):
-    from judge import cuda_flow
+    from judge.grading import cuda_flow
     return cuda_flow.grade(sub, __import__(__name__))

@@ -13,7 +13,7 @@ Then the states are compared with the reference convention (the slot and parity 
 """
 import random
 
-from judge.grade import Result, Verdict, learner_error
+from judge.grading.grade import Result, Verdict, learner_error
 
 SLOTS = range(1, 7)
 CONSUMERS = (1, 2, 3)

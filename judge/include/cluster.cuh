@@ -1,6 +1,6 @@
 // cluster.cuh - the course's device-side helpers for thread-block clusters, distributed shared
 // memory (DSMEM) and TMA multicast: inline PTX only, for sm_90+.
-// Use: #include "cluster.cuh" in a .cu file (judge.build.compile inlines it). Pairs with tma.cuh.
+// Use: #include "cluster.cuh" in a .cu file (judge.gpu.build.compile inlines it). Pairs with tma.cuh.
 //
 // A cluster is a group of up to 8 blocks (16 with the non-portable attribute) that the hardware
 // promises to run AT THE SAME TIME on one GPC. Because they are co-resident, a block may read,
@@ -8,7 +8,7 @@
 // wait for them at a cluster-wide barrier. A TMA load may deliver one tile into several of them.
 #pragma once
 
-// CLUSTER_ATTR: empty by default (the cluster size is chosen at launch, judge.launch.launch(...,
+// CLUSTER_ATTR: empty by default (the cluster size is chosen at launch, judge.gpu.launch.launch(...,
 // cluster=...)). Built with -DCLUSTER_DIMS=n it fixes the size at compile time, __cluster_dims__(n,1,1),
 // and a plain CuPy RawKernel launch of a grid that is a multiple of n then runs clusters of n.
 #ifdef CLUSTER_DIMS

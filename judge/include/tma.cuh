@@ -1,7 +1,7 @@
 // tma.cuh - the course's device-side TMA and mbarrier helpers: inline PTX only, for sm_90+.
-// Use: #include "tma.cuh" in a .cu file; judge.build.compile inlines it (no <cuda.h>, no
+// Use: #include "tma.cuh" in a .cu file; judge.gpu.build.compile inlines it (no <cuda.h>, no
 // <cuda/ptx>, no <cuda/barrier>: none of them is needed, and <cuda.h> does not compile under NVRTC).
-// Host side: judge/tma.py builds the TensorMap these functions take.
+// Host side: judge/hw/tma.py builds the TensorMap these functions take.
 //
 // ORDER: coordinates are INNERMOST FIRST, as in the tensor map: for a row-major (rows, cols)
 // tensor, the tile at row y, column x is load_2d(dst, map, x, y, bar).

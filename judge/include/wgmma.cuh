@@ -1,7 +1,7 @@
 // wgmma.cuh - the course's warpgroup-MMA helpers for sm_90a: shared-memory matrix descriptors,
 // wgmma.mma_async wrappers (bf16 in, fp32 accumulate), register reallocation, the mbarrier and
 // cluster operations Chapter 4's GEMM ladder adds to tma.cuh, and a bf16 pack for epilogues.
-// Use: #include "wgmma.cuh" in a .cu file built with judge.build.compile(..., target="sm_90a");
+// Use: #include "wgmma.cuh" in a .cu file built with judge.gpu.build.compile(..., target="sm_90a");
 // it includes tma.cuh. Inline PTX only (no <cuda.h>, no CCCL), so NVRTC from pip wheels suffices.
 #pragma once
 #include "tma.cuh"

@@ -1,6 +1,6 @@
 // wgmma_fp8.cuh - the course's FP8 warpgroup-MMA wrappers for sm_90a: E4M3 x E4M3 -> fp32,
 // wgmma.mma_async m64nNk32 with both operands in shared memory (named by wgmma.cuh's descriptors).
-// Use: #include "wgmma_fp8.cuh" in a .cu built with judge.build.compile(..., target="sm_90a");
+// Use: #include "wgmma_fp8.cuh" in a .cu built with judge.gpu.build.compile(..., target="sm_90a");
 // it includes wgmma.cuh (fence/commit/wait, descriptors, setmaxnreg, barriers) and tma.cuh.
 // Used by chapters/04_wgmma/gemm_fp8.cu.
 //
@@ -14,7 +14,7 @@
 //     scales, which the kernel applies to the fp32 accumulators itself.
 //   * The fp32 accumulator fragment is the same as bf16's: thread t of the warpgroup holds rows
 //     16 * (t / 32) + (t % 32) / 4 (+ 8) and column pairs 8 * j + 2 * (t % 4) (+ 1).
-// SASS: QGMMA.64xNx32.F32.E4M3.E4M3 (the "wgmma" feature of judge/sass.py).
+// SASS: QGMMA.64xNx32.F32.E4M3.E4M3 (the "wgmma" feature of judge/hw/sass.py).
 #pragma once
 #include "wgmma.cuh"
 

@@ -1,6 +1,7 @@
 """judge.model - a CPU model of the Hopper asynchronous machine that runs a kernel's own PTX.
 
-    from judge import build, model
+    from judge.gpu import build
+    from judge import model
     b = build.compile("exercises/cp_async_sgemm/solution.cu")
     rep = model.run(b, "sgemm_pipelined", grid=(1, 1, 1), block=(256, 1, 1),
                     args=(np.int32(M), np.int32(N), np.int32(K), A, B, C), shared_bytes=3 * 8192)
@@ -15,9 +16,9 @@ the same PTX instructions, and `#ifdef JUDGE_TRACE` changes nothing. Every threa
 (every block of a cluster together) is a lane of NumPy arrays with its own PC; the runnable
 threads at the lowest PC execute one instruction together (predicates and divergence are masks).
 Blocks of different clusters run one after another. Arguments: NumPy arrays are global memory
-(outputs are written back in place), NumPy scalars, and judge.tma TensorMap/TensorMapSpec
+(outputs are written back in place), NumPy scalars, and judge.hw.tma TensorMap/TensorMapSpec
 objects for `const __grid_constant__` tensor-map parameters (build them over the NumPy arrays
-with judge.tma.tensor_map_spec: no driver is needed).
+with judge.hw.tma.tensor_map_spec: no driver is needed).
 
 The rules, each with the PTX ISA rule it enforces (and where the model is harsher than an H200):
 
@@ -51,7 +52,7 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    complete; MODEL: as late as possible (when a thread waits on that mbarrier, or nothing else can
    run).
 6. TMA (cp.async.bulk.tensor 1-5D, tile mode, multicast::cluster with ctaMask) with the tensor
-   map's semantics from judge/tma.py: boxes (inner first), elementStrides, out-of-bounds fill
+   map's semantics from judge/hw/tma.py: boxes (inner first), elementStrides, out-of-bounds fill
    (zero or NaN, counted in the tx bytes), swizzle 32/64/128B on the shared address bits.
    1-D cp.async.bulk global<->shared too; cp.reduce.async.bulk.tensor (add, min, max, inc, dec, and,
    or, xor) combines with global memory when its read completes.
@@ -65,7 +66,7 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    "async-read-overwritten"; a thread that exits while its store may still read shared memory is
    "exit-before-bulk-read" (the block's shared memory is released at exit).
 9. wgmma (m64nNk16, .f32 accumulators, .bf16/.f16 operands from shared-memory descriptors, K-major;
-   operand addresses and the accumulator fragment from judge/wgmma.py). PTX: wgmma.fence before the
+   operand addresses and the accumulator fragment from judge/hw/wgmma.py). PTX: wgmma.fence before the
    first mma_async and after register writes to its accumulators ("wgmma-fence"); operands are read
    through the async proxy (generic stores need fence.proxy.async: "proxy-fence"); accumulators may
    not be touched until wgmma.wait_group covers the group ("wgmma-accumulator"); all 128 threads of
@@ -110,9 +111,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import ptx as _ptx
-from . import replay  # noqa: F401 - model.replay.draw(report): the run as a pipeline timeline
-from .machine import Hang, Machine, Unsupported, Violation
+from judge.model import ptx as _ptx
+from judge.model import replay  # noqa: F401 - model.replay.draw(report): the run as a pipeline timeline
+from judge.model.machine import Hang, Machine, Unsupported, Violation
 
 __all__ = ["run", "Report", "Violation", "Hang", "Unsupported", "parse"]
 
@@ -150,7 +151,7 @@ def _dim3(v):
 
 def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_bytes: int = 0,
         cluster=(1, 1, 1), budget: int = 100_000, strict: bool = True, seed: int | None = None) -> Report:
-    """Run `kernel` of `build` (a judge.build.Build, or PTX text) on the CPU model.
+    """Run `kernel` of `build` (a judge.gpu.build.Build, or PTX text) on the CPU model.
 
     budget: instruction groups per cluster before the run counts as a hang. strict: raise the
     first Violation (False: record them all in report.violations and let poisoned bytes flow).

@@ -15,7 +15,7 @@ from collections import Counter
 
 import numpy as np
 
-from . import ptx as _ptx
+from judge.model import ptx as _ptx
 
 SHARED_BASE = 0x9000_0000_0000_0000     # generic address of shared offset 0 (cvta.shared)
 PARAM_BASE = 0xB000_0000_0000_0000      # generic address of the kernel parameter buffer
@@ -81,7 +81,7 @@ class Machine:
 
     # ------------------------------------------------------------------ memory setup
     def _setup_globals(self, args):
-        from .. import tma as _tma
+        from judge.hw import tma as _tma
         self.regions = []            # (base, size, uint8 view)
         self.sym = {}                # symbol -> address (global) or shared offset
         self.sym_space = {}
@@ -122,7 +122,7 @@ class Machine:
                 if raw is None:
                     raise TypeError(f"argument {pname}: pass NumPy scalars (np.int32(n)), not {type(a).__name__}")
             else:
-                raise TypeError(f"argument {pname}: NumPy arrays, NumPy scalars or judge.tma maps, "
+                raise TypeError(f"argument {pname}: NumPy arrays, NumPy scalars or judge.hw.tma maps, "
                                 f"not {type(a).__name__}")
             if len(raw) != size:
                 raise TypeError(f"argument {pname} is {size} bytes in the kernel, {len(raw)} given")
@@ -742,7 +742,7 @@ class Machine:
             self.gtime += 1
 
     def _handler(self, ins):
-        from . import ops
+        from judge.model import ops
         return ops.handler(self, ins)
 
     def _budget_hang(self, ins):
@@ -932,7 +932,7 @@ class Machine:
                 self._bulk_complete(b, self.k.code[-1])
 
     def _bulk_complete(self, b, ins):
-        from . import tma as T
+        from judge.model import tma as T
         T.bulk_complete(self, b, ins)
 
     def _on_exit(self, mask, ins):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import machine as M
-from .machine import DT, STORE, Unsupported, _types
+from judge.model import machine as M
+from judge.model.machine import DT, STORE, Unsupported, _types
 
 _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
         "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater,
@@ -841,12 +841,12 @@ def _fence(m, ins):
 def _cp(m, ins):
     p = ins.parts
     if p[1] == "reduce" and len(p) > 4 and p[2:5] == ["async", "bulk", "tensor"]:
-        from . import tma as T
+        from judge.model import tma as T
         return T._tma_store(m, ins, reduce=True)
     if p[1] != "async":
         raise Unsupported(ins.op)
     if len(p) > 2 and p[2] == "bulk":
-        from . import tma as T
+        from judge.model import tma as T
         return T.bulk_handler(m, ins)
     if "commit_group" in p:
         def commit(ins, mask, full):
@@ -872,7 +872,7 @@ def _cp(m, ins):
             m.counts["cp.async.wait_group"] += int(np.count_nonzero(mask))
         return wait
     if "mbarrier" in p and "arrive" in p:
-        from . import tma as T
+        from judge.model import tma as T
         return T.cpasync_mbar_arrive(m, ins)
     # the copy itself
     if "ca" not in p and "cg" not in p:
@@ -923,7 +923,7 @@ def _cp(m, ins):
 
 
 def _mbarrier(m, ins):
-    from . import tma as T
+    from judge.model import tma as T
     return T.mbarrier_handler(m, ins)
 
 
@@ -1057,7 +1057,7 @@ def _getctarank(m, ins):
 
 
 def _wgmma(m, ins):
-    from . import wgmma as W
+    from judge.model import wgmma as W
     return W.handler(m, ins)
 
 

@@ -3,7 +3,7 @@
     from judge import model
     rep = model.run(b, "sgemm_pipelined", grid=..., block=..., args=..., shared_bytes=...)
     sched = model.replay.schedule(rep)        # one (copy_start, copy_end, compute_start, compute_end) per stage
-    fig = model.replay.draw(rep, S=3)         # judge.timeline.draw, in model steps
+    fig = model.replay.draw(rep, S=3)         # judge.draw.timeline.draw, in model steps
 
 What a tile's four times mean here (model steps, `t` of the report's events):
   copy_start    the first asynchronous copy of the tile is issued (cp.async of a commit group, or a TMA load)
@@ -59,8 +59,8 @@ def schedule(rep) -> list[tuple[float, float, float, float]]:
 
 
 def draw(rep, *, S: int | None = None, title: str | None = None):
-    """The model's run of one kernel as judge.timeline.draw's picture (returns a matplotlib Figure)."""
-    from .. import timeline
+    """The model's run of one kernel as judge.draw.timeline.draw's picture (returns a matplotlib Figure)."""
+    from judge.draw import timeline
     sched = schedule(rep)
     bad = _events(rep, "violation")
     name = f"{rep.kernel} on the CPU model" + (f": {bad[0]['rule']} at step {bad[0]['t']}" if bad else "")

@@ -1,17 +1,17 @@
 """judge.model.tma - mbarriers, TMA (cp.async.bulk.tensor), 1-D bulk copies and bulk async-groups.
 
 Handlers used by judge.model.ops. The tensor map of a TMA instruction is the kernel parameter it
-points at; judge.model.run receives the judge.tma map objects (TensorMap or TensorMapSpec), so
-the box geometry, out-of-bounds fill and swizzle come from judge/tma.py's own model.
+points at; judge.model.run receives the judge.hw.tma map objects (TensorMap or TensorMapSpec), so
+the box geometry, out-of-bounds fill and swizzle come from judge/hw/tma.py's own model.
 """
 from __future__ import annotations
 
 
 import numpy as np
 
-from .. import tma as _tma
-from . import machine as M
-from .machine import Unsupported
+from judge.hw import tma as _tma
+from judge.model import machine as M
+from judge.model.machine import Unsupported
 
 
 # ---------------------------------------------------------------------------- mbarriers
@@ -235,8 +235,8 @@ def flush_cpa_arrivals(m, mb=None):
 def _spec_at(m, ins, a, t):
     spec = m.tmaps.get(int(a[t]))
     if spec is None:
-        raise Unsupported(ins.text, "the tensor map is not a kernel parameter given as a judge.tma object "
-                          "(pass judge.tma.TensorMap / TensorMapSpec objects to judge.model.run)")
+        raise Unsupported(ins.text, "the tensor map is not a kernel parameter given as a judge.hw.tma object "
+                          "(pass judge.hw.tma.TensorMap / TensorMapSpec objects to judge.model.run)")
     if spec.interleave != "none":
         raise Unsupported(ins.text, "interleaved tensor maps")
     return spec
@@ -509,7 +509,7 @@ def _bulk_1d(m, ins):
 def bulk_handler(m, ins):
     p = ins.parts
     if "prefetch" in p:
-        from .ops import _nop
+        from judge.model.ops import _nop
         return _nop(m, ins)
     if "commit_group" in p:
         def commit(ins, mask, full):

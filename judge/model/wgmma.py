@@ -1,7 +1,7 @@
 """judge.model.wgmma - warpgroup MMA (wgmma.mma_async with shared-memory descriptors) in the model.
 
 Handlers used by judge.model.ops. The operand addresses and the accumulator fragment come from
-judge/wgmma.py (descriptor decode, operand_address, fragment_coord), the course's own model of the
+judge/hw/wgmma.py (descriptor decode, operand_address, fragment_coord), the course's own model of the
 PTX ISA tables. Supported: .m64nNk16 with .f32 accumulators and .bf16 / .f16 operands, both from
 shared memory (descriptors), K-major (imm-trans 0), scale-a/b +-1, scale-d immediate or predicate.
 Anything else raises Unsupported.
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import wgmma as _wg
-from . import machine as M
-from .machine import Unsupported
+from judge.hw import wgmma as _wg
+from judge.model import machine as M
+from judge.model.machine import Unsupported
 
 
 def _warpgroups(m, ins, mask):
@@ -99,7 +99,7 @@ def handler(m, ins):
             m.fail("shared-bounds", ins, f"wgmma operand {what} (descriptor {desc:#018x}) reaches past shared memory")
             raise M.Violation("shared-bounds", m.where(ins), "wgmma operand out of shared memory")
         words = np.unique(addr // 4)
-        from .tma import _check_store_source
+        from judge.model.tma import _check_store_source
         _check_store_source(m, ins, int(lanes[0]), c, words, f"wgmma operand {what} read (async proxy)")
         raw = m.sm[c, addr[..., None] + np.arange(2)].copy()
         return raw.view(el)[..., 0].astype(np.float64), words

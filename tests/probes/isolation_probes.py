@@ -1,4 +1,4 @@
-"""Functions that misbehave on purpose, for tests/test_isolation.py (run through judge.isolate.run_function).
+"""Functions that misbehave on purpose, for tests/test_isolation.py (run through judge.grading.check_process.run_function).
 
 Each runs in a child process; the parent must see HANG or CRASH and carry on.
 """
@@ -51,16 +51,16 @@ def python_returns():
 
 
 def _module():
-    from judge import build
+    from judge.gpu import build
     return build.compile(HANG_SRC, name="isolation_probes.cu")
 
 
 def gpu_kernel(name: str):
     import cupy as cp
-    from judge.grade import Result, Verdict
+    from judge.grading.grade import Result, Verdict
     b = _module()
     out = cp.zeros(128, dtype=cp.int32)
-    from judge import isolate
+    from judge.grading import check_process as isolate
     isolate.progress("launching " + name)
     b.kernel(name)((1,), (128,), (out,))
     cp.cuda.get_current_stream().synchronize()
@@ -71,8 +71,8 @@ def gpu_add_one(n: int = 1 << 20):
     """A healthy kernel, checked exactly: what must still work right after a HANG or a CRASH."""
     import cupy as cp
     import numpy as np
-    from judge import compare
-    from judge.grade import Result, Verdict
+    from judge.grading import compare
+    from judge.grading.grade import Result, Verdict
     rng = np.random.default_rng()
     x = cp.asarray(rng.integers(-1 << 30, 1 << 30, n, dtype=np.int32))
     y = compare.poison(cp.empty(n, dtype=cp.int32))
@@ -83,7 +83,7 @@ def gpu_add_one(n: int = 1 << 20):
 
 def python_slow_with_progress(steps: int, step_s: float):
     """Takes steps * step_s seconds in all, longer than the watchdog, but reports each step."""
-    from judge import isolate
+    from judge.grading import check_process as isolate
     for i in range(steps):
         time.sleep(step_s)
         isolate.progress(f"step {i + 1} of {steps}")

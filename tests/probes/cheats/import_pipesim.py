@@ -1,5 +1,5 @@
-"""A cheat for group_accounting: it asks the judge's own simulator (judge.pipesim) for the answers."""
-from judge import pipesim
+"""A cheat for group_accounting: it asks the judge's own simulator (judge.hw.pipesim) for the answers."""
+from judge.hw import pipesim
 
 
 def safe_tiles(S, K, empty_commit=True, wait=None):

@@ -12,7 +12,7 @@ ref = None
 for attempt in ("judge", "path", "syspath"):
     try:
         if attempt == "judge":
-            from judge import exercise
+            from judge.grading import exercise
             ref = exercise.get("pipeline_timeline").reference()
         elif attempt == "path":
             spec = importlib.util.spec_from_file_location("ref", ROOT + "/exercises/pipeline_timeline/solution.py")

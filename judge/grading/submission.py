@@ -7,19 +7,19 @@
         b = sub.build()                                         # CUDA exercises: build for the exercise's target
 
 The learner's Python never runs in the grader's process: learner_module() starts it in a process
-of its own (judge.sandbox) and returns a proxy whose functions are called there, each within the
-exercise's time limit (JUDGE_TIMEOUT). Progress goes to judge.isolate on a private channel.
+of its own (judge.grading.learner_process) and returns a proxy whose functions are called there, each within the
+exercise's time limit (JUDGE_TIMEOUT). Progress goes to judge.grading.check_process on a private channel.
 """
 from __future__ import annotations
 
 import traceback
 from pathlib import Path
 
-from . import config
-from . import exercise as _ex
-from .result import Result, Stop, Verdict
+from judge import config
+from judge.grading import exercise as _ex
+from judge.grading.result import Result, Stop, Verdict
 
-_channel = None        # set by judge.worker: progress(text) and heartbeat() to judge.isolate
+_channel = None        # set by judge.grading.check_child: progress(text) and heartbeat() to judge.grading.check_process
 
 
 def set_channel(channel) -> None:
@@ -52,7 +52,7 @@ class Submission:
         WRONG (saying what to fix) when the file does not import or lacks one of the names; a file
         that hangs or ends its process while importing gives HANG or CRASH.
         """
-        from . import sandbox
+        from judge.grading import learner_process as sandbox
         if self._learner is None:
             self._learner = sandbox.LearnerProcess(
                 self.path, call_limit=self.call_limit, label=self.exercise.learner_file,
@@ -75,7 +75,7 @@ class Submission:
             self._learner.close()
 
     def build(self, **kw):
-        from . import build
+        from judge.gpu import build
         return build.compile(self.path, **kw)
 
     def figure(self, name: str) -> Path:

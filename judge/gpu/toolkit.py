@@ -1,6 +1,6 @@
 """Where the NVIDIA compiler pieces are: NVRTC's version, the CUDA/CCCL headers, nvdisasm and cuobjdump.
 
-    from judge import toolkit
+    from judge.gpu import toolkit
     toolkit.include_dirs()      # the folders NVRTC searches, found wherever they are
     toolkit.missing_headers()   # [] when every header kernels rely on is there
     toolkit.tool("nvdisasm")    # the pip wheel's, else one on PATH

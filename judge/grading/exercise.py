@@ -6,7 +6,7 @@
         README.md        the statement a learner reads
         solution.<ext>   the reference solution: the single source of truth
         starter.<ext>    generated from the solution (a test checks they agree)
-        check.py         the grader: check(sub) -> judge.grade.Result, run in a child process
+        check.py         the grader: check(sub) -> judge.grading.grade.Result, run in a child process
         fixtures/        wrong (and correct) solutions the judge must grade as declared
 
 The starter is the solution with each region between BEGIN SOLUTION and END SOLUTION
@@ -23,7 +23,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import config
+from judge import config
 
 _BEGIN = re.compile(r"^(\s*)(#|//)\s*BEGIN SOLUTION\b")
 _END = re.compile(r"^\s*(#|//)\s*END SOLUTION\b")
@@ -109,11 +109,11 @@ def import_file(path, name: str | None = None):
 
 def grader(ex: "Exercise"):
     """The exercise's check(sub): its check.py's own, or, for a GPU exercise whose check.py defines only
-    inputs/outputs/reference/launch/work, the shared CUDA flow (judge.cuda_flow.grade) over that module."""
+    inputs/outputs/reference/launch/work, the shared CUDA flow (judge.grading.cuda_flow.grade) over that module."""
     mod = import_file(ex.folder / "check.py", f"check_{ex.id}")
     if callable(getattr(mod, "check", None)):
         return mod.check
-    from . import cuda_flow
+    from judge.grading import cuda_flow
     return lambda sub: cuda_flow.grade(sub, mod)
 
 

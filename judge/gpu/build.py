@@ -1,6 +1,6 @@
 """Build CUDA source for Hopper: one way, on any machine.
 
-    from judge import build
+    from judge.gpu import build
     b = build.compile("chapters/01_cp_async/sgemm_cp_async.cu", defines={"STAGES": 4})
     print(b.resources)          # registers, shared memory, spills (from ptxas -v)
     print(b.sass_of("sgemm"))   # the SASS of one kernel
@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
 
-from . import config, sass as _sass
-from .toolkit import include_dirs, missing_headers, nvrtc_version, tool  # noqa: F401 - re-exported
+from judge import config
+from judge.hw import sass as _sass
+from judge.gpu.toolkit import include_dirs, missing_headers, nvrtc_version, tool  # noqa: F401 - re-exported
 
 #: every source file a build read in this process (used by the Hopper record's hashes)
 SOURCES_READ: set[Path] = set()
@@ -146,7 +147,7 @@ class Build:
         return _sass.kernel_section(self.sass, kernel)
 
     def uses(self, feature: str, kernel: str | None = None) -> bool:
-        """Does the SASS prove the feature was used? Features: judge.sass.FEATURES."""
+        """Does the SASS prove the feature was used? Features: judge.hw.sass.FEATURES."""
         return _sass.uses(self.sass_of(kernel) if kernel else self.sass, feature)
 
     def features(self, kernel: str | None = None) -> dict[str, int]:
@@ -184,7 +185,7 @@ class Build:
 
     # -- running (GPU only)
     def module(self):
-        from . import gpu
+        from judge import gpu
         if not gpu.available():
             raise NoGPU(gpu.no_gpu_reason())
         return _load_module(str(self.cubin_path))

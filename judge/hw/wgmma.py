@@ -1,6 +1,6 @@
 """wgmma in Python: the shared-memory matrix descriptor, the accumulator fragment, the operand layouts.
 
-    from judge import wgmma
+    from judge.hw import wgmma
     d = wgmma.encode(start=0x400, lbo=16, sbo=1024, swizzle="128B")   # 0x4000004000010040
     wgmma.decode(d)              # Descriptor(start=1024, lbo=16, sbo=1024, base_offset=0, swizzle='128B')
     wgmma.kmajor_descriptor(0x400, swizzle="128B")    # the descriptor of a canonical K-major tile
@@ -27,7 +27,7 @@ Sources, and what each was checked against (tests/test_ch04_cpu.py runs the chec
   is the same map written as a CuTe layout ((4,8,4),(2,2,N/8)) : ((128,1,16),(64,8,512)).
 - K-major operand layouts: the swizzled canonical layouts are rows of 32, 64 or 128 bytes, 8 rows
   to a pattern, with the 16-byte chunk index XORed with the 128-byte line index: the same address
-  rule as TMA's swizzles (judge.tma.swizzle_offset), which is why a TMA box with the 128B swizzle
+  rule as TMA's swizzles (judge.hw.tma.swizzle_offset), which is why a TMA box with the 128B swizzle
   is a valid wgmma operand as it lands. Without swizzle the unit is the 8 x 16-byte core matrix
   (128 contiguous bytes); the leading byte offset steps to the next core matrix along K, the
   stride byte offset to the next along M/N.
@@ -44,7 +44,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from . import tma as _tma
+from judge.hw import tma as _tma
 
 # ----------------------------------------------------------------------------- descriptor
 #: the 2-bit layout field (bits 62-63): PTX ISA and cute::GMMA::LayoutType agree
@@ -161,7 +161,7 @@ def kmajor_offset(row: int, k: int, swizzle: str = "128B", *, elem_bytes: int = 
 
     Swizzled: the tile is cut along K into column blocks one span wide (128, 64 or 32 bytes); each
     block holds all `rows` rows, one span per row, and the 16-byte chunks of each row are XORed with
-    the 128-byte line index (judge.tma.swizzle_offset, what TMA writes with the same swizzle).
+    the 128-byte line index (judge.hw.tma.swizzle_offset, what TMA writes with the same swizzle).
     "none": 8 x 16-byte core matrices of 128 contiguous bytes, K-fastest: core matrix (row // 8,
     kbyte // 16) at ((row // 8) * (k_bytes // 16) + kbyte // 16) * 128.
     Works on ints and on NumPy integer arrays."""
@@ -329,7 +329,7 @@ def ring_schedule(tiles: int, S: int, load: float, mma: float, consumers: int = 
     `load`: one load at a time; 0: as many in flight as there are free slots, each taking `load`
     from issue to landing); consumer c computes tile i (`mma`) once the load landed and its tile i - 1 is done.
     Returns {"producer": [(start, end), ...], "consumers": [[(start, end), ...], ...]} and the
-    per-consumer schedules judge.timeline.draw takes: schedules(model)."""
+    per-consumer schedules judge.draw.timeline.draw takes: schedules(model)."""
     if S < 1 or tiles < 0 or consumers < 1:
         raise ValueError("need S >= 1, tiles >= 0, consumers >= 1")
     prod, cons = [], [[] for _ in range(consumers)]
@@ -348,7 +348,7 @@ def ring_schedule(tiles: int, S: int, load: float, mma: float, consumers: int = 
 
 def schedules(ring: dict, names: tuple[str, ...] | None = None) -> dict:
     """{name: [(load_start, load_end, mma_start, mma_end), ...]} per consumer, for
-    judge.timeline.draw: the copy row is the producer's loads, the compute row that consumer's MMAs."""
+    judge.draw.timeline.draw: the copy row is the producer's loads, the compute row that consumer's MMAs."""
     prod, cons = ring["producer"], ring["consumers"]
     names = names or tuple(f"consumer {c}" for c in range(len(cons)))
     return {name: [(*prod[i], *cons[c][i]) for i in range(min(len(prod), len(cons[c])))]

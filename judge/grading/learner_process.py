@@ -1,6 +1,6 @@
 """The learner's Python runs in a process of its own, apart from the grader.
 
-A CPU exercise's check.py runs in the judge's worker process (judge.worker). When it asks for the
+A CPU exercise's check.py runs in the judge's worker process (judge.grading.check_child). When it asks for the
 learner's functions (sub.learner_module("schedule", ...)) it gets a proxy: each attribute is a
 callable that runs in a second child, the learner process, started by this module:
 
@@ -12,7 +12,7 @@ The learner process
   - cannot import the judge (judge.*) nor anything of the course checkout (exercises/*/solution*,
     the checks), and cannot open, list or run files there: a meta-path finder and an audit hook
     (sys.addaudithook) refuse them, and it may not start other programs;
-  - has no way to report progress or results: those travel from the worker to judge.isolate on a
+  - has no way to report progress or results: those travel from the worker to judge.grading.check_process on a
     private pipe the learner process does not inherit. Its stdout and stderr are shown as
     "your output";
   - answers each call within a time limit (JUDGE_TIMEOUT, 10 s for CPU exercises): a call that
@@ -22,12 +22,12 @@ Values coming back are plain data only (numbers, strings, tuples, lists, dicts, 
 read with a restricted unpickler; anything else arrives as an Opaque stand-in showing its repr.
 An exception raised by learner code is raised again in the worker as the same type (a subclass of
 the nearest built-in type for the learner's own classes), with the learner's line in
-`learner_where` ("timeline.py line 12"), which judge.submission.learner_error shows.
+`learner_where` ("timeline.py line 12"), which judge.grading.submission.learner_error shows.
 
 This fence is against a learner's program reaching for the answers, not a security boundary
 against deliberate attacks through ctypes or native code.
 
-Run directly, this file is the learner process itself (`python -E -P -B judge/sandbox.py FD FD`);
+Run directly, this file is the learner process itself (`python -E -P -B judge/grading/learner_process.py FD FD`);
 that side imports nothing but the standard library.
 """
 from __future__ import annotations
@@ -244,7 +244,7 @@ class Ended(BaseException):
     """The learner process hung or died: the check ends with this Result (HANG or CRASH).
 
     A BaseException, so that a check's `except Exception` around a learner call cannot take it
-    for an answer; judge.worker turns it into the verdict.
+    for an answer; judge.grading.check_child turns it into the verdict.
     """
 
     def __init__(self, result):
@@ -339,7 +339,7 @@ class LearnerProcess:
     # ---------------------------------------------------------------- the process
     def _start(self):
         import subprocess
-        from . import config
+        from judge import config
         copy = os.path.join(self._tmp.name, self.path.name)
         with open(copy, "wb") as f:
             f.write(self.path.read_bytes())
@@ -372,7 +372,7 @@ class LearnerProcess:
     def _request(self, msg, what: str):
         """Send one request, wait for its answer (at most call_limit seconds)."""
         import time
-        from .result import Result, Verdict
+        from judge.grading.result import Result, Verdict
         if self._ended is not None:
             raise Ended(self._ended)
         try:
@@ -412,7 +412,7 @@ class LearnerProcess:
         return answer
 
     def _handle(self, answer, what: str):
-        from .result import Result, Verdict
+        from judge.grading.result import Result, Verdict
         kind = answer[0] if isinstance(answer, tuple) and answer else None
         if kind == "ok":
             return answer[1]

@@ -1,15 +1,15 @@
-"""The child side of judge.isolate: python -m judge.worker FD   (the request arrives on stdin).
+"""The child side of judge.grading.check_process: python -m judge.grading.check_child FD   (the request arrives on stdin).
 
 Imports exercises/<id>/check.py, calls check(sub) and sends the Result as JSON on the private
 channel FD, a pipe only this process holds (the learner's code runs in a further process,
-judge.sandbox, that does not inherit it). Progress goes on the same channel:
+judge.grading.learner_process, that does not inherit it). Progress goes on the same channel:
 
-    P <text>      progress (resets judge.isolate's watchdog, shown to the learner)
+    P <text>      progress (resets judge.grading.check_process's watchdog, shown to the learner)
     B             a heartbeat: a call into the learner's code came back
     R <json>      the Result
 
 A CUDA error (illegal address, launch failure, trap) becomes CRASH with the error's text.
-Not meant to be run by hand; judge.grade.check() starts it.
+Not meant to be run by hand; judge.grading.grade.check() starts it.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 
 class Channel:
-    """The private pipe to judge.isolate."""
+    """The private pipe to judge.grading.check_process."""
 
     def __init__(self, fd: int):
         self._f = os.fdopen(fd, "w", buffering=1, encoding="utf-8", errors="replace")
@@ -53,12 +53,12 @@ def main(argv: list[str]) -> int:
     chan = Channel(int(argv[1]))
     req = json.loads(sys.stdin.read())
     chan.progress("loading the check")
-    from judge import exercise, sandbox, submission
-    from judge.result import Result, Stop, Verdict
+    from judge.grading import exercise, learner_process as sandbox, submission
+    from judge.grading.result import Result, Stop, Verdict
     submission.set_channel(chan)
     sub = None
     try:
-        if "call" in req:          # judge.isolate.run_function: any function, isolated the same way
+        if "call" in req:          # judge.grading.check_process.run_function: any function, isolated the same way
             call = req["call"]
             mod = exercise.import_file(call["file"], "isolated_call")
             result = getattr(mod, call["function"])(**call.get("kwargs", {}))

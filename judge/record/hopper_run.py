@@ -1,8 +1,8 @@
 """The Hopper record run: on an H200, build, run and measure everything, and write record/hopper.json.
 
-    python -m judge.hopper_record                       # everything (about 6 minutes on an H200)
-    python -m judge.hopper_record --part tests,exercises
-    python -m judge.hopper_record --part notebooks --out $OUT
+    python -m judge.record.hopper_run                       # everything (about 6 minutes on an H200)
+    python -m judge.record.hopper_run --part tests,exercises
+    python -m judge.record.hopper_run --part notebooks --out $OUT
 
 Parts:
   ceilings   device copy bandwidth; cuBLAS FP32, bf16 and FP8 at 4096^3 and 8192^3 (section "device.ceilings")
@@ -27,7 +27,10 @@ import sys
 import time
 from pathlib import Path
 
-from . import config, exercise, gpu, record, timing
+from judge import config, gpu
+from judge.grading import exercise
+from judge import record
+from judge.gpu import timing
 
 ROWS: list[tuple[str, str, str]] = []     # (what, result, figures) for the closing table
 
@@ -53,7 +56,8 @@ def part_ceilings():
 
 def part_compile():
     """Kernels for targets this GPU cannot run (sm_100a): what the compiler made of them."""
-    from . import build, sass
+    from judge.gpu import build
+    from judge.hw import sass
     for path in build.course_kernels():
         target = build.judge_line(path)["target"]
         if gpu.meets(target):
@@ -93,7 +97,7 @@ def part_exercises(log_dir: Path, only: str = ""):
     run side by side (each in its own process); the solution and passing fixtures run alone, so that
     nothing else shares the GPU while they are timed."""
     from concurrent.futures import ThreadPoolExecutor
-    from . import grade
+    from judge.grading import grade
     for ex in exercise.all_exercises():
         if not ex.needs_gpu or (only and only not in ex.id):
             continue
@@ -164,7 +168,7 @@ def part_notebooks(log_dir: Path, only: str = ""):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m judge.hopper_record")
+    ap = argparse.ArgumentParser(prog="python -m judge.record.hopper_run")
     ap.add_argument("--part", default="ceilings,compile,exercises,notebooks,tests")
     ap.add_argument("--only", default="", help="only the chapters / exercises whose name contains this")
     ap.add_argument("--out", default=os.environ.get("OUT"))
@@ -189,7 +193,7 @@ def main(argv=None) -> int:
             row(f"part {p}", f"FAILED: {type(e).__name__}: {e}"[:160])
         print(f"-- part {p}: {time.time() - t:.0f} s", flush=True)
         if args.out:                 # after every part, so a run cut short still brings back what it did
-            shutil.copy(record.recorded.RECORD, Path(args.out) / "hopper.json")
+            shutil.copy(record.RECORD, Path(args.out) / "hopper.json")
     print("\n" + "\n".join(f"{w:<48} {r:<40} {f}" for w, r, f in ROWS))
     return 0
 

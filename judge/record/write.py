@@ -4,7 +4,7 @@ record/hopper.json holds, per section (a notebook's figures, an exercise's verdi
     {"device": ..., "driver": ..., "date": ..., "sources": {path: sha256}, "figures": {...}}
 
     record.save("ch01.sgemm", {"tflops": ...}, notebook="chapters/01_cp_async.ipynb")
-        writes only in the record run (JUDGE_RECORD=1, `python -m judge.hopper_record`);
+        writes only in the record run (JUDGE_RECORD=1, `python -m judge.record.hopper_run`);
         anywhere else it is a no-op, so a learner's own GPU cannot overwrite the course's figures.
     record.load("ch01.sgemm") -> the section, or None
     record.stale() -> what changed since it was recorded (a CPU test fails on any)
@@ -21,13 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import config, recorded
-from .recorded import _rel, device_line, figures, load, read, source_hash  # noqa: F401 - re-exported
+from judge import config, record
+from judge.record import _rel, device_line, figures, load, read, source_hash  # noqa: F401 - re-exported
 
 
 #: the judge modules whose code decides a recorded figure, when the process that saves it imported them
-MEASURING = {"judge.timing": "judge/timing.py", "judge.compare": "judge/compare.py",
-             "judge.launch": "judge/launch.py", "judge.cuda_flow": "judge/cuda_flow.py"}
+MEASURING = {"judge.gpu.timing": "judge/gpu/timing.py", "judge.grading.compare": "judge/grading/compare.py",
+             "judge.gpu.launch": "judge/gpu/launch.py", "judge.grading.cuda_flow": "judge/grading/cuda_flow.py"}
 
 _mark: set[Path] = set()          # sources already attributed to an earlier section of this process
 
@@ -35,7 +35,7 @@ _mark: set[Path] = set()          # sources already attributed to an earlier sec
 def _sources_since_last_save() -> set[Path]:
     """Kernels and headers built since the previous save, and every module of the course imported
     from chapters/ or exercises/ (a chapter's run.py, an exercise's check.py)."""
-    from . import build
+    from judge.gpu import build
     new = {p for p in build.SOURCES_READ if config.ROOT in p.parents} - _mark
     mods = set()
     for m in list(sys.modules.values()):
@@ -57,7 +57,8 @@ def save(section: str, figures: dict, *, sources: list | None = None,  # noqa: F
     """
     if not config.recording():
         return False
-    from . import build, gpu
+    from judge.gpu import build
+    from judge import gpu
     i = gpu.info()
     if i is None and compile_only is None:
         raise RuntimeError("record.save needs a GPU: figures are only recorded where they were measured")
@@ -79,7 +80,7 @@ def save(section: str, figures: dict, *, sources: list | None = None,  # noqa: F
         "sources": {_rel(p): source_hash(p) for p in sorted(paths)},
         "figures": figures,
     }
-    path = recorded.RECORD
+    path = record.RECORD
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent)
     with os.fdopen(fd, "w") as f:
@@ -113,7 +114,7 @@ def main() -> int:
     """python -m judge: what the H200 measured, section by section, and whether it is current."""
     data = read().get("sections", {})
     if not data:
-        print("Nothing recorded yet: run python -m judge.hopper_record on an H100/H200.")
+        print("Nothing recorded yet: run python -m judge.record.hopper_run on an H100/H200.")
         return 0
     print(f"Recorded on {device_line()}\n")
     for name in sorted(data):

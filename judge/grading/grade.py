@@ -1,24 +1,24 @@
 """Grading: the one function that checks a learner's file (the entry point of CLI and notebooks).
 
-    from judge import grade
+    from judge.grading import grade
     r = grade.check("pipeline_timeline")                 # the learner's workspace file
     r = grade.check("pipeline_timeline", "my_try.py")    # or any file
     r.verdict, r.tier, r.message
 
-Every check runs in a child process (judge.isolate): a learner's loop that never ends
+Every check runs in a child process (judge.grading.check_process): a learner's loop that never ends
 is a HANG, a kernel that faults is a CRASH, and the caller (CLI or notebook) carries on.
 
-Verdicts and results live in judge.result, what a check receives in judge.submission, the CUDA
-grading flow in judge.cuda_flow; this module re-exports the names checks use (Verdict, Result, ...).
+Verdicts and results live in judge.grading.result, what a check receives in judge.grading.submission, the CUDA
+grading flow in judge.grading.cuda_flow; this module re-exports the names checks use (Verdict, Result, ...).
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from . import exercise as _ex, isolate, workspace
-from .result import TIERS, Result, Stop, Verdict, tier_for  # noqa: F401 - re-exported
-from .submission import Submission, learner_error  # noqa: F401 - re-exported
+from judge.grading import exercise as _ex, check_process as isolate, workspace
+from judge.grading.result import TIERS, Result, Stop, Verdict, tier_for  # noqa: F401 - re-exported
+from judge.grading.submission import Submission, learner_error  # noqa: F401 - re-exported
 
 
 # ------------------------------------------------------------------ the entry point

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from . import config
+from judge import config
 
 
 @dataclass(frozen=True)
@@ -105,8 +105,8 @@ def summary() -> str:
     if i is not None:
         ok = "Hopper kernels run here" if i.cc == (9, 0) else "Hopper-only kernels will be SKIPPED"
         return f"GPU: {i.line()}. {ok}."
-    from . import recorded
-    rec = recorded.device_line()
+    from judge import record
+    rec = record.device_line()
     seen = f" Figures shown are the ones recorded on {rec}." if rec else ""
     return (f"No GPU here ({no_gpu_reason()}): kernels are compiled for sm_90a and their SASS "
             f"shown; nothing is run.{seen}")

@@ -1,6 +1,6 @@
 """Plan a TMA descriptor for a tile, as a compiler does, instead of refusing what does not fit.
 
-    from judge import tma_plan
+    from judge.hw import tma_plan
     p = tma_plan.plan((8, 256), "float16", (8, 256), swizzle="128B")
     p.rank, p.dims, p.box, p.strides     # 3, (64, 8, 4), (64, 8, 4), (512, 128)  (inner first)
     p.copies                             # 1: one cp.async.bulk.tensor.3d moves the whole tile
@@ -10,7 +10,7 @@
     r = tma_plan.plan((2, 2, 2, 2, 2, 4), "float32", (4, 4, 4, 4, 4, 8))   # a Refusal: rule 'rank'
     r.rule, r.fallback
 
-judge.tma.tensor_map() checks ONE map against the hardware rules and refuses a tile that breaks
+judge.hw.tma.tensor_map() checks ONE map against the hardware rules and refuses a tile that breaks
 one (an inner box row wider than the swizzle span, a box dimension above 256, rank above 5).
 A compiler lowering "copy this tile to shared memory" has more freedom: it chooses the map.
 This module plans it in five steps, each one a rule of the hardware:
@@ -36,7 +36,7 @@ This module plans it in five steps, each one a rule of the hardware:
                  moves bits, so the bytes are the same. Any box dimension still above 256 is
                  split into several copies (the smallest count that divides it).
   5. check       rank above 5 is refused with a fallback (rule 'rank'); then the map goes through
-                 judge.tma's own validation (TensorMapSpec.validate: strides, box, swizzle span,
+                 judge.hw.tma's own validation (TensorMapSpec.validate: strides, box, swizzle span,
                  ...), so every rule is checked in one place and a broken one is refused by name.
 
 All tuples of a Plan are INNERMOST FIRST (the order of the driver call and of the PTX
@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import tma
+from judge.hw import tma
 
 MAX_RANK = 5
 MAX_BOX = 256
@@ -98,7 +98,7 @@ class Plan:
         return self.box_bytes * self.n_copies
 
     def spec(self, address: int = 0) -> tma.TensorMapSpec:
-        """The judge.tma spec of this map at a (16-byte aligned) global address."""
+        """The judge.hw.tma spec of this map at a (16-byte aligned) global address."""
         return tma.TensorMapSpec(self.dtype, address, self.dims, self.strides, self.box,
                                  self.elem_strides, self.swizzle, kind="host")
 
@@ -132,7 +132,7 @@ class Plan:
 
 @dataclass(frozen=True)
 class Refusal:
-    """No legal descriptor: `rule` names the hardware rule (a key of judge.tma.RULES)."""
+    """No legal descriptor: `rule` names the hardware rule (a key of judge.hw.tma.RULES)."""
     rule: str
     message: str
     fallback: str = ""
@@ -248,7 +248,7 @@ def plan(tile, dtype: str, shape, strides=None, swizzle: str = "none") -> Plan |
             b[d] //= c
         copies.append(c)
 
-    # 5. rank, then every hardware rule through judge.tma
+    # 5. rank, then every hardware rule through judge.hw.tma
     if len(g) > MAX_RANK:
         return Refusal("rank", f"the tile needs {len(g)} dimensions after merging; TMA takes at most "
                        f"{MAX_RANK}", "issue one map per slice of the outer dimensions, or copy with threads")
@@ -296,7 +296,7 @@ def tile_bytes(tile, dtype: str, shape, strides=None, swizzle: str = "none") -> 
 
 def expected_smem(p: Plan, tile_values: np.ndarray) -> np.ndarray:
     """What the H200 must leave in shared memory for the page's case: the tile's bytes in the
-    plan's order, with the swizzle applied (judge.tma.swizzle_offset per 16-byte chunk)."""
+    plan's order, with the swizzle applied (judge.hw.tma.swizzle_offset per 16-byte chunk)."""
     src = np.ascontiguousarray(tile_values).view(np.uint8).reshape(-1)
     order = simulate(p)                                              # byte offsets into the tile
     lin = src[order]

@@ -1,6 +1,6 @@
 """Tensor maps for TMA: check the hardware rules in Python, then encode the 128-byte descriptor.
 
-    from judge import tma
+    from judge.hw import tma
     a = cupy.arange(1024 * 2048, dtype=cupy.int32).reshape(1024, 2048)
     m = tma.tensor_map(a, box=(32, 16))          # box: 32 columns (inner), 16 rows (outer)
     m.spec.box_bytes                             # 2048: the expect_tx count of one box

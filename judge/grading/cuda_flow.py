@@ -4,7 +4,7 @@
     def inputs(case, xp, rng): ...            # fresh random inputs (xp: cupy on a GPU, numpy on the CPU model)
     def outputs(case, ins, xp): ...           # allocated here, poisoned by the engine before every launch
     def reference(case, ins): ...             # numpy inputs -> float64 (or exact) expected outputs
-    def launch(build, case, ins, outs): ...   # one launch of the learner's kernel (judge.launch)
+    def launch(build, case, ins, outs): ...   # one launch of the learner's kernel (judge.gpu.launch)
     def work(case): ...                       # {"flops": .., "bytes": ..} one launch must at least do
     def check(sub):
         return cuda_flow.grade(sub, __import__(__name__))
@@ -25,7 +25,7 @@ The order, stopping at the first failure:
  6. no GPU can run the target here: sm_90a -> the model's verdict (or SKIP, saying what was and was not
     checked); sm_100a -> compiled, SASS and simulate(): PASS that says plainly it was not run
  7. every case on the GPU, fresh random inputs, poisoned outputs -> WRONG (a launch the hardware would
-    refuse is WRONG with judge.launch's message)
+    refuse is WRONG with judge.gpu.launch's message)
  8. timing at [timing].case: outputs poisoned before the timed launches and compared after them (work
     skipped on later launches is WRONG); a rate above what a Hopper GPU can do is WRONG; the ceiling is
     measured in the same process; tiers as fractions of it; a fraction above [timing].max_fraction (what a
@@ -39,8 +39,10 @@ import re
 
 import numpy as np
 
-from . import compare, config, sass
-from .result import TIERS, Result, Verdict
+from judge.grading import compare
+from judge import config
+from judge.hw import sass
+from judge.grading.result import TIERS, Result, Verdict
 
 LOG_CODES = {
     "C7508": "setmaxnreg was ignored (ptxas C7508): the kernel needs a register cap at entry, "
@@ -102,12 +104,12 @@ def _model_cases(mod, ex) -> list[dict]:
 def _run_model(b, mod, ex, sub, checked) -> Result | None:
     """Step 5: the CPU model. Returns a final Result (WRONG/HANG), or None to go on."""
     try:
-        from . import model
+        from judge import model
     except ImportError:
         return None
     if not all(hasattr(model, n) for n in ("run", "Violation", "Hang", "Unsupported")):
         return None                                      # no model in this installation
-    from . import launch as _launch
+    from judge.gpu import launch as _launch
     cases = _model_cases(mod, ex)
     for i, case in enumerate(cases):
         sub.progress(f"CPU model of the async machine: case {i + 1}/{len(cases)} ({_case_name(case)})")
@@ -218,7 +220,7 @@ def _plausible(ex, case, t, work) -> str:
 def _measure(b, mod, ex, sub, checked) -> Result:
     """Step 8: time the learner's kernel and the ceiling at the timing case; check the timed output."""
     import cupy
-    from . import timing
+    from judge.gpu import timing
     tcfg = ex.meta.get("timing", {})
     case = dict(tcfg["case"])
     reps = int(tcfg.get("reps", 20))
@@ -282,7 +284,8 @@ def _measure(b, mod, ex, sub, checked) -> Result:
 
 def grade(sub, mod) -> Result:
     """Grade the learner's CUDA file for a GPU exercise (see the module docstring for the order)."""
-    from . import build as _build, gpu, launch as _launch
+    from judge.gpu import build as _build, launch as _launch
+    from judge import gpu
     ex = sub.exercise
     meta = ex.meta
     kernel = meta["kernel"]

@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import config
-from .exercise import Exercise
+from judge import config
+from judge.grading.exercise import Exercise
 
 STATUS_RANK = {"started": 0, "failed": 1, "skipped": 2, "passed": 3}
 

@@ -1,11 +1,11 @@
 """pipesim - the cp.async commit/wait protocol of an S-stage pipeline, checked op by op (pure Python).
 
-    from judge import pipesim
+    from judge.hw import pipesim
     ops = pipesim.seed_loop(S=3, K=8)                       # what the standard loop issues
     rep = pipesim.check(ops, S=3)                           # rep.ok, rep.violations, rep.rounds
     pipesim.check(pipesim.seed_loop(3, 8, empty_commit=False)).violations[0]
     pipesim.draw(rep)                                       # groups in flight, round by round
-    Try it: python -m judge.pipesim 3 8 [--no-empty-commit] [--wait N] [--no-barrier]
+    Try it: python -m judge.hw.pipesim 3 8 [--no-empty-commit] [--wait N] [--no-barrier]
 
 The model is ONE thread's view of a block-wide pipeline; every thread of the block runs the
 same ops on its own slice of each tile. The ops:

@@ -4,7 +4,7 @@ The proof that a kernel used a Hopper feature is in its machine code, not its so
 a cp.async that the compiler turned into ordinary loads shows no LDGSTS. Each
 feature below is a set of SASS mnemonics seen on sm_90a (and sm_100a for tcgen05).
 
-    from judge import sass
+    from judge.hw import sass
     sass.uses(text, "tma.load")      # True if UTMALDG appears
     sass.FEATURES["wgmma"].describe  # what the mnemonic means
 """
@@ -82,7 +82,7 @@ def lines_with(sass: str, feature: str, limit: int = 8) -> list[str]:
 
 
 def disassemble(cubin_path) -> str:
-    from .toolkit import tool
+    from judge.gpu.toolkit import tool
     res = subprocess.run([tool("nvdisasm"), "-c", "-g", str(cubin_path)], capture_output=True, text=True)
     if res.returncode != 0:  # -g needs line info; retry plain
         res = subprocess.run([tool("nvdisasm"), "-c", str(cubin_path)], capture_output=True, text=True)

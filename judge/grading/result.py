@@ -1,6 +1,6 @@
 """Verdicts and results: what every check returns, on any machine.
 
-    from judge.result import Verdict, Result
+    from judge.grading.result import Verdict, Result
     r = Result(Verdict.WRONG, "tile 3 read before its copy landed", details=[...])
     r.verdict, r.tier, r.message, r.passed
 

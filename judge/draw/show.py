@@ -1,6 +1,6 @@
 """Display helpers for the notebooks: source with highlighting, SASS excerpts, tables.
 
-    from judge import show
+    from judge.draw import show
     show.source("chapters/01_cp_async/sgemm_cp_async.cu", lines=(10, 40))
     show.sass(b, "sgemm_cp_async", features=["cp.async", "cp.async.wait"])
     show.table([{"kernel": "sync", "TFLOPS": 35.7}, ...])
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import config, sass as _sass
+from judge import config
+from judge.hw import sass as _sass
 
 
 def _ipython():
@@ -84,8 +85,8 @@ def table(rows: list[dict], floatfmt: str = "{:.3g}") -> None:
 
 def recorded_note(section: str) -> str:
     """'recorded on NVIDIA H200 ... on <date>' for a record section, for captions."""
-    from . import recorded as record
+    from judge import record as record
     s = record.load(section)
     if not s:
-        return f"(nothing recorded yet for {section}: run python -m judge.hopper_record on an H200)"
+        return f"(nothing recorded yet for {section}: run python -m judge.record.hopper_run on an H200)"
     return f"measured on {s['device']} (driver CUDA {s['driver']}), {s['date']}"

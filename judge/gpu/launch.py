@@ -1,6 +1,6 @@
 """The one launch layer: grid, block, dynamic shared memory, and a cluster size chosen at launch.
 
-    from judge import build, launch
+    from judge.gpu import build, launch
     b = build.compile("chapters/03_clusters/cluster_sum.cu")
     launch.launch(b, "cluster_sum", grid=(64,), block=(256,), args=(x, out, np.int32(n)),
                   cluster=(4,), shared_bytes=64 << 10)
@@ -17,8 +17,8 @@ checked before the launch, each with a message that says what to fix:
     cudaFuncAttributeMaxDynamicSharedMemorySize (set here, up to the device's limit).
 Arguments: CuPy arrays and torch tensors (passed as device pointers), numpy scalars (np.int32(n),
 np.float32(x): the kernel's parameter type must match), and by-value structs such as the 128-byte
-tensor maps of judge.tma (anything exposing `as_kernel_arg()`, or a numpy structured scalar).
-Launches go on CuPy's current stream, so judge.timing.bench's events bracket them.
+tensor maps of judge.hw.tma (anything exposing `as_kernel_arg()`, or a numpy structured scalar).
+Launches go on CuPy's current stream, so judge.gpu.timing.bench's events bracket them.
 
 When every array argument is a numpy array, the launch runs on the CPU model of the machine
 (judge.model) instead of a GPU: the same check.py grades on both.
@@ -83,10 +83,10 @@ def _is_model_launch(args) -> bool:
 
 def launch(build, kernel: str, *, grid, block, args=(), shared_bytes: int = 0, cluster=None,
            stream=None) -> None:
-    """Launch `kernel` of `build` (a judge.build.Build). See the module docstring for the rules."""
+    """Launch `kernel` of `build` (a judge.gpu.build.Build). See the module docstring for the rules."""
     g, b, c = check_shape(grid, block, cluster)
     if _is_model_launch(args):
-        from . import model
+        from judge import model
         global last_model_report
         last_model_report = model.run(build, kernel, grid=g, block=b, args=tuple(args),
                                       shared_bytes=shared_bytes, cluster=c or (1, 1, 1))
@@ -155,9 +155,9 @@ def max_active_blocks_per_sm(build, kernel: str, *, block, shared_bytes: int = 0
 @lru_cache(None)
 def _device():
     from cuda.core import Device
-    from . import gpu
+    from judge import gpu
     if not gpu.available():
-        from .build import NoGPU
+        from judge.gpu.build import NoGPU
         raise NoGPU(gpu.no_gpu_reason())
     d = Device(0)
     d.set_current()
@@ -196,7 +196,7 @@ def _set_attribute(k, attr, value: int) -> None:
 
 def _prepare(build, kernel: str, shared_bytes: int, cluster) -> object:
     from cuda.bindings import driver
-    from . import gpu
+    from judge import gpu
     try:
         k = _kernel(str(build.cubin_path), kernel)
     except Exception as e:  # noqa: BLE001 - name the kernels that exist

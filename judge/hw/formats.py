@@ -1,13 +1,13 @@
 """Block-scaled number formats of Blackwell's tensor cores: MXFP8 / MXFP6 / MXFP4 and NVFP4, in NumPy.
 
-    from judge import formats
+    from judge.hw import formats
     q = formats.mx_quantize(x, "e2m1", block=32, scale_rule="floor")   # MXFP4, OCP rule
     q.codes, q.scales              # element codes (uint8, one per element), E8M0 scale codes
     x_hat = q.dequantize()         # float64
     n = formats.nvfp4_quantize(x)  # E2M1 values, E4M3 scale per 16, FP32 tensor scale
     formats.pack_fp4(q.codes)      # two FP4 codes per byte, element 2i in the low nibble
 
-Try it: python -m judge.formats   (prints the rounding rules and the error of each format on N(0,1)).
+Try it: python -m judge.hw.formats   (prints the rounding rules and the error of each format on N(0,1)).
 
 What the hardware reads (tcgen05.mma kind::mxf8f6f4, kind::mxf4, kind::mxf4nvf4) is codes plus
 scales; how a library CHOOSES them is not fixed by the hardware. Where libraries differ, this module

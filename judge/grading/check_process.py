@@ -1,7 +1,7 @@
 """Run a check in a child process, so a hang or a crash cannot take the caller down.
 
-The child (python -m judge.worker) imports the exercise's check.py and calls check(sub); the
-learner's Python runs in a further process of its own (judge.sandbox). The worker reports
+The child (python -m judge.grading.check_child) imports the exercise's check.py and calls check(sub); the
+learner's Python runs in a further process of its own (judge.grading.learner_process). The worker reports
 progress on a private pipe that learner code does not hold; the parent's watchdog restarts on
 each report. Everything printed on stdout/stderr is "your output", never progress.
 
@@ -28,8 +28,8 @@ import threading
 import time
 from pathlib import Path
 
-from . import config
-from .result import Result, Verdict
+from judge import config
+from judge.grading.result import Result, Verdict
 
 TOTAL_LIMIT_S = config.TOTAL_CHECK_LIMIT_S   # no check may run longer than this, progress or not
 GRACE_S = 5.0           # the worker's own limit on a learner call fires first; this is the backstop
@@ -42,7 +42,7 @@ def figure_dir(ex, path: Path) -> Path:
 
     A notebook grading the reference or a fixture never writes into workspace/.
     """
-    from . import workspace
+    from judge.grading import workspace
     try:
         own = Path(path).resolve() == workspace.learner_path(ex).resolve()
     except OSError:
@@ -56,9 +56,9 @@ def run_check(ex, path: Path, *, progress=None, timeout: float | None = None) ->
     """Run exercises/<id>/check.py on `path` in a child process.
 
     A file that cannot be graded (a folder, not UTF-8 text, the wrong language, over
-    config.MAX_SOURCE_BYTES) raises judge.workspace.BadFile saying what to do, before any child starts.
+    config.MAX_SOURCE_BYTES) raises judge.grading.workspace.BadFile saying what to do, before any child starts.
     """
-    from . import workspace
+    from judge.grading import workspace
     workspace.validate_file(ex, path)
     timeout = timeout if timeout is not None else config.timeout_s(ex.needs_gpu)
     req = {"exercise": ex.id, "file": str(path), "figures": str(figure_dir(ex, path)),
@@ -92,7 +92,7 @@ def run_function(file, function: str, *, timeout: float = 10.0, progress=None, *
 
 def progress(text: str) -> None:
     """Inside a run_function child: report progress (resets the watchdog). Printing does not."""
-    from . import submission
+    from judge.grading import submission
     if submission._channel is not None:
         submission._channel.progress(text)
 
@@ -113,7 +113,7 @@ def _run(req: dict, progress, timeout: float, grace: float = 0.0) -> Result:
             PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
         chan_r, chan_w = os.pipe()
         try:
-            proc = subprocess.Popen([sys.executable, "-m", "judge.worker", str(chan_w)],
+            proc = subprocess.Popen([sys.executable, "-m", "judge.grading.check_child", str(chan_w)],
                                     cwd=str(config.ROOT), env=env, stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     pass_fds=(chan_w,), start_new_session=True)

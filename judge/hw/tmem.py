@@ -1,6 +1,6 @@
 """A model of Blackwell tensor memory and the tcgen05 issue protocol, for checking without a B200.
 
-    from judge import tmem
+    from judge.hw import tmem
     sim = tmem.Simulator()
     base = sim.alloc(warp=0, ncols=128)           # tcgen05.alloc (a power of two >= 32)
     sim.relinquish(warp=0)                        # tcgen05.relinquish_alloc_permit
@@ -15,7 +15,7 @@
 
 Or replay a list of steps: tmem.replay([("alloc", 0, 128), ("mma", 0, 0, 128), ...]); or read them
 from a kernel's PTX: tmem.replay(tmem.protocol_from_ptx(build.ptx, "kernel")).
-Try it: python -m judge.tmem
+Try it: python -m judge.hw.tmem
 
 The rules it enforces (each error names its rule and the step that broke it):
 
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 LANES = 128
 COLUMNS = 512
-#: keyword arguments for judge.timeline.draw that label its rows for a TMEM schedule
+#: keyword arguments for judge.draw.timeline.draw that label its rows for a TMEM schedule
 TIMELINE_ROWS = {"rows": ("tensor core (MMA)", "epilogue (tcgen05.ld)"),
                  "occupancy_label": "accumulators\nin use"}
 

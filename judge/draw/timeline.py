@@ -1,6 +1,6 @@
 """Timeline drawings: copies, computes and buffer occupancy of a multi-stage pipeline.
 
-    from judge import timeline
+    from judge.draw import timeline
     fig = timeline.draw({"yours": mine, "reference": ref}, S=3, title="K=8, L=4, C=10, S=3")
     fig.savefig("timeline.png")                  # works without a display (no pyplot involved)
     timeline.occupancy(ref)                      # [(t, tiles holding a buffer from t on), ...]
@@ -8,7 +8,7 @@
 A schedule is one (copy_start, copy_end, compute_start, compute_end) tuple per tile, in
 tile order: what the pipeline_timeline exercise computes, and what a chapter measures on
 the GPU (globaltimer or clock64 stamps per tile). Used by exercises/pipeline_timeline/check.py
-and by the chapter notebooks. Try it: python -m judge.timeline  (writes timeline_demo.png).
+and by the chapter notebooks. Try it: python -m judge.draw.timeline  (writes timeline_demo.png).
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """Reading the Hopper record (record/hopper.json): what ran on the H200, on any machine.
 
-    from judge import recorded
-    recorded.figures("ch01.sgemm")     # the figures of one section, or None if it never ran
-    recorded.device_line()             # "NVIDIA H200 (driver CUDA 13.0) on 2026-11-30 ..."
+    from judge import record
+    record.figures("ch01.sgemm")     # the figures of one section, or None if it never ran
+    record.device_line()             # "NVIDIA H200 (driver CUDA 13.0) on 2026-11-30 ..."
 
-Writing it is judge.record's job, in the record run only.
+Writing it is judge.record.write's job, in the record run only.
 A source's hash: the file's bytes; for a notebook, its cells' sources only (outputs do not count).
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from . import config
+from judge import config
 
 RECORD = config.RECORD_DIR / "hopper.json"
 
@@ -53,3 +53,8 @@ def device_line() -> str:
         return ""
     last = max(secs, key=lambda s: s.get("date", ""))
     return f"{last.get('device', '?')} (driver CUDA {last.get('driver', '?')}) on {last.get('date', '?')}"
+
+
+# Writing (the record run only) and staleness live in judge.record.write; `record.save(...)` reads as one API.
+from judge.record.write import (  # noqa: E402,F401 - re-exported
+    MEASURING, README_BEGIN, README_END, figures_table, main, save, stale, unrecorded, update_readme)

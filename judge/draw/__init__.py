@@ -1,0 +1,1 @@
+"""Drawings and notebook display: timelines, tables, SASS excerpts."""
