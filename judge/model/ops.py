@@ -43,9 +43,9 @@ def _intwrap(v, ty):
 
 
 def handler(m, ins):
+    from judge.model import registry
     p = ins.parts
-    name = p[0]
-    f = _TABLE.get(name)
+    f = registry.lookup(p) or _TABLE.get(p[0])
     if f is None:
         raise Unsupported(ins.op, f"PTX line {ins.line}: {ins.text}")
     return f(m, ins)
