@@ -14,6 +14,8 @@ Parts:
   notebooks  every chapter executed top to bottom with JUDGE_RECORD=1 (nbclient): the notebooks save
              their own figures (sections "ch01.*", ...), a section "notebook.<name>" when every cell
              ran, and, with --out, the executed notebooks (outputs included) in notebooks.tar.gz
+  counters   Nsight Compute counters of the chapter 1, 3 and 4 kernels, a separate profiling pass
+             (judge.record.counters; sections "ch01.counters", ...; OUT/counters.json); not in the default
 It ends with a short table. With --out DIR, record/hopper.json and the logs are copied there.
 Needs a Hopper GPU; elsewhere it says so and exits 2. Only this run writes the record.
 """
@@ -167,6 +169,13 @@ def part_notebooks(log_dir: Path, only: str = ""):
                 tf.add(f, arcname=f.name)
 
 
+def part_counters(log_dir: Path, only: str = ""):
+    from judge.record import counters
+    rows = counters.profile_all(log_dir, only=only)
+    row("ncu counters (chapters 1, 3, 4)", f"{sum('summary' in r for r in rows)}/{len(rows)} profiled, "
+        f"{sum(bool(r.get('ok')) for r in rows)} checked ok", str(log_dir / "counters.json"))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m judge.record.hopper_run")
     ap.add_argument("--part", default="ceilings,compile,exercises,notebooks,tests")
@@ -186,7 +195,8 @@ def main(argv=None) -> int:
         try:
             {"ceilings": part_ceilings, "compile": part_compile, "tests": lambda: part_tests(log_dir),
              "exercises": lambda: part_exercises(log_dir, args.only),
-             "notebooks": lambda: part_notebooks(log_dir, args.only)}[p]()
+             "notebooks": lambda: part_notebooks(log_dir, args.only),
+             "counters": lambda: part_counters(log_dir, args.only)}[p]()
         except Exception as e:  # noqa: BLE001 - one broken part must not cost the others their run
             import traceback
             traceback.print_exc()

@@ -1,0 +1,566 @@
+"""Profiler counters behind the chapters' "why": Nsight Compute (ncu) on every chapter-4 ladder rung and
+variant, the chapter-1 SGEMM kernels and the chapter-3 kernels the prose explains. Needs an H100/H200
+with `ncu` on the PATH; the record run calls it as its part "counters".
+
+    python -m judge.record.hopper_run --part counters --out $OUT     # the whole pass (about 5 minutes)
+    python -m judge.record.counters --list                           # the kernels it profiles (any machine)
+    python -m judge.record.counters --only ch04 --out DIR            # a subset, no record written
+    python -m judge.record.counters --run ch04.tma_ring              # the child: one checked launch
+
+How. A separate profiling pass: profiling replays each kernel once per metric pass and perturbs timing,
+so no figure here is a time to compare with the timing runs. Each kernel runs in its own child process
+under ncu (one failure or hang costs one row):
+
+    ncu --target-processes all -k regex:^NAME$ -c 1 --clock-control none --csv --page raw
+        --print-units base --log-file LOG --section WarpStateStats --section Occupancy
+        --section LaunchStats --metrics M1,M2,... python -m judge.record.counters --run ID
+
+The child makes fresh random inputs at the chapter's size (GEMMs at 4096^3), poisons the output,
+launches the kernel ONCE (that launch is the one ncu profiles), then checks the output against a
+float64 (or exact integer) reference; the row says whether that check passed. Metrics that this ncu
+does not know (checked against `ncu --query-metrics` first) or cannot read on this GPU are "n/a" in
+the row; they never cost the row. If ncu rejects the metric list anyway, the row is profiled again
+with only the metrics seen readable on the H200 (VERIFIED).
+
+Each row: id, chapter, label, kernel, ok/check (the output check), seconds, summary (the figures the
+chapters quote: pipe utilisation, achieved occupancy, blocks per SM, the top warp-stall reasons, L2 and
+DRAM bytes, shared-memory wavefronts and bank conflicts, DSMEM traffic) and metrics (every metric ncu
+returned, {"value", "unit"}). The rows go into the record as sections "ch01.counters", "ch03.counters",
+"ch04.counters", and into OUT/counters.json; the raw ncu logs into OUT/ncu_logs/ID.csv.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from judge import config
+
+CH01 = config.CHAPTERS_DIR / "01_cp_async"
+CH03 = config.CHAPTERS_DIR / "03_clusters"
+CH04 = config.CHAPTERS_DIR / "04_wgmma"
+GEMM_N = 4096                    # every GEMM is profiled at 4096^3
+CHILD_TIMEOUT = 120              # seconds per kernel, ncu included
+SECTIONS = ("WarpStateStats", "Occupancy", "LaunchStats")
+
+#: Seen readable with ncu 2025.3.1 on the H200 (FACTS.md, 2026-12-01): the fallback metric list.
+VERIFIED = (
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__inst_executed_pipe_tensor_op_gmma.sum",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "lts__t_bytes.sum",
+    "dram__bytes.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_gmma.sum",
+)
+#: Asked for in addition (names from the Nsight Compute metrics reference and its shipped sections);
+#: each one this ncu does not list is dropped before the run and reads "n/a".
+WANTED = VERIFIED + (
+    "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active",
+    "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+    "sm__warps_active.avg.per_cycle_active",
+    "sm__cycles_elapsed.avg.per_second",
+    "gpu__time_duration.sum",
+    "lts__t_sector_hit_rate.pct",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    # distributed shared memory (chapter 3): requests and sectors through the LSU, instructions
+    "l1tex__t_requests_pipe_lsu_mem_dshared_op_ld.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_dshared_op_ld.sum",
+    "l1tex__t_requests_pipe_lsu_mem_dshared_op_st.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_dshared_op_st.sum",
+    "l1tex__t_requests_pipe_lsu_mem_dshared_op_red.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_dshared_op_red.sum",
+    "l1tex__t_requests_pipe_lsu_mem_dshared_op_atom.sum",
+    "smsp__sass_inst_executed_op_dshared.sum",
+)
+#: The summary's keys: (key, unit, metric). Pipe utilisation is % of peak over the SMs' active cycles.
+SUMMARY = (
+    ("tensor pipe %", "%", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
+    ("gmma instructions", "inst", "sm__inst_executed_pipe_tensor_op_gmma.sum"),
+    ("FMA pipe %", "%", "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"),
+    ("ALU pipe %", "%", "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active"),
+    ("achieved occupancy %", "%", "sm__warps_active.avg.pct_of_peak_sustained_active"),
+    ("theoretical occupancy %", "%", "sm__maximum_warps_per_active_cycle_pct"),
+    ("registers per thread", "register", "launch__registers_per_thread"),
+    ("L2 bytes", "byte", "lts__t_bytes.sum"),
+    ("L2 hit %", "%", "lts__t_sector_hit_rate.pct"),
+    ("DRAM bytes", "byte", "dram__bytes.sum"),
+    ("TMA load bytes", "byte", "l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld.sum"),
+    ("smem wavefronts", "wavefront", "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"),
+    ("smem bank conflicts", "conflict", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"),
+    ("smem bank conflicts (wgmma reads)", "conflict", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_gmma.sum"),
+    ("DSMEM load sectors", "sector", "l1tex__t_sectors_pipe_lsu_mem_dshared_op_ld.sum"),
+    ("DSMEM store sectors", "sector", "l1tex__t_sectors_pipe_lsu_mem_dshared_op_st.sum"),
+    ("DSMEM red sectors", "sector", "l1tex__t_sectors_pipe_lsu_mem_dshared_op_red.sum"),
+    ("DSMEM instructions", "inst", "smsp__sass_inst_executed_op_dshared.sum"),
+    ("SM clock Hz (while profiled)", "Hz", "sm__cycles_elapsed.avg.per_second"),
+    ("duration ns (profiled, not a timing)", "ns", "gpu__time_duration.sum"),
+)
+OCCUPANCY_LIMITS = ("launch__occupancy_limit_blocks", "launch__occupancy_limit_registers",
+                    "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_warps")
+_STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
+NA = "n/a"
+
+
+# ----------------------------------------------------------------------------- the kernels
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+
+
+def kernels() -> list[dict]:
+    """Every kernel the pass profiles: id, chapter, label, kernel (its name, for ncu's -k), sources."""
+    sys.path[:0] = [str(CH01), str(CH04)]
+    try:
+        import ladder
+        import sgemm
+    finally:
+        del sys.path[:2]
+    out = []
+    for r in ladder.RUNGS + ladder.VARIANTS:
+        out.append({"id": f"ch04.{_slug(r['name'])}", "chapter": "ch04", "label": r["name"], "kernel": r["kernel"],
+                    "variant": r not in ladder.RUNGS, "sources": [str(CH04 / r["file"]), str(CH04 / "ladder.py")]})
+    for label, f, defines in sgemm.BASELINES:
+        out.append({"id": f"ch01.{Path(f).stem}", "chapter": "ch01", "label": label,
+                    "kernel": sgemm.spec(f, defines).name, "sources": [str(CH01 / f), str(CH01 / "sgemm.py")]})
+    hist = [str(CH03 / "histogram.cu"), str(config.ROOT / "exercises" / "dsmem_histogram" / "solution.cu")]
+    for kid, label, kern in (("hist_global", "histogram: global atomics", "hist_global"),
+                             ("hist_sliced", "histogram: shared, sliced", "hist_sliced"),
+                             ("hist_cluster2", "histogram: cluster of 2 (DSMEM)", "cluster_histogram"),
+                             ("hist_cluster4", "histogram: cluster of 4 (DSMEM)", "cluster_histogram")):
+        out.append({"id": f"ch03.{kid}", "chapter": "ch03", "label": label, "kernel": kern,
+                     "sources": hist + [str(CH03 / "run.py")]})
+    for t in ("local", "peer", "l2"):
+        out.append({"id": f"ch03.dsmem_bandwidth_{t}", "chapter": "ch03",
+                    "label": f"DSMEM probe: 16-byte loads from {t}, every SM", "kernel": f"dsmem_bandwidth_{t}",
+                    "sources": [str(CH03 / "dsmem_probe.cu"), str(CH03 / "run.py")]})
+    for c in (1, 2, 4):
+        out.append({"id": f"ch03.multicast_{c}", "chapter": "ch03",
+                    "label": "multicast_reuse: plain TMA" if c == 1 else f"multicast_reuse: multicast to {c}",
+                    "kernel": "multicast_reuse", "sources": [str(CH03 / "multicast_reuse.cu"), str(CH03 / "run.py")]})
+    return out
+
+
+def select(only: str = "") -> list[dict]:
+    """The kernels whose id contains any of the comma-separated words of `only` (all if empty)."""
+    words = [w for w in only.split(",") if w]
+    return [k for k in kernels() if not words or any(w in k["id"] for w in words)]
+
+
+# ----------------------------------------------------------------------------- the child: one launch
+def _say(ok: bool, message: str) -> None:
+    print(f"COUNTERS-CHECK: {'ok' if ok else 'WRONG'} {message}", flush=True)
+
+
+def _run_ch04(name: str) -> None:
+    import torch
+    sys.path.insert(0, str(CH04))
+    import ladder
+    n = GEMM_N
+    seed = int.from_bytes(os.urandom(4), "little")
+    a, b = ladder._inputs(n, n, n, seed)
+    c = ladder._poisoned(n, n)
+    launch = ladder.launcher(name, n, n, n)
+    launch(a, b, c)                              # the launch ncu profiles
+    torch.cuda.synchronize()
+    g = torch.Generator(device="cuda").manual_seed(seed + 1)
+    rows = torch.randperm(n, device="cuda", generator=g)[:512].sort().values
+    cols = torch.randperm(n, device="cuda", generator=g)[:512].sort().values
+    ref, atol = ladder.reference(a, b, rows, cols)
+    from judge.grading import compare
+    r = compare.compare(c[rows][:, cols].float().cpu().numpy(), ref.cpu().numpy(), rtol=ladder.RTOL,
+                        atol=atol.cpu().numpy(), norm_tol=ladder.NORM_TOL,
+                        case=f"{name} {n}^3 seed {seed} (512 x 512 sample)")
+    _say(r.ok, r.message or r.case)
+
+
+def _run_ch01(kernel_file: str, defines) -> None:
+    import cupy
+    sys.path.insert(0, str(CH01))
+    import sgemm
+    from judge.grading import compare
+    n = GEMM_N
+    seed = int.from_bytes(os.urandom(4), "little")
+    launch = sgemm.Launcher(kernel_file, defines)
+    A, B = sgemm.random_inputs(n, n, n, seed=seed)
+    C = compare.poison(cupy.empty((n, n), dtype=cupy.float32))
+    launch(A, B, C)                              # the launch ncu profiles
+    cupy.cuda.get_current_stream().synchronize()
+    ref = cupy.matmul(A[:512].astype(cupy.float64), B.astype(cupy.float64))
+    r = compare.compare(C[:512], ref, case=f"{kernel_file} {n}^3 seed {seed} rows 0..511", **sgemm.tolerances(n))
+    _say(r.ok, r.message or r.case)
+
+
+def _run_ch03(kid: str) -> None:
+    """One launch of a chapter-3 kernel at the chapter's size (chapters/03_clusters/run.py's defaults)."""
+    import cupy as cp
+    import numpy as np
+    sys.path.insert(0, str(CH03))
+    import run as ch03
+    from judge import gpu
+    from judge.grading import compare
+    rng = np.random.default_rng()
+    sms = gpu.info().sms
+    if kid.startswith("hist_"):
+        n, bins = 1 << 26, 65536                 # histogram()'s size, uniform input
+        host = rng.integers(0, bins, n, dtype=np.int32)
+        ref = np.bincount(host, minlength=bins).astype(np.int64)
+        x = cp.asarray(host)
+        hist = cp.zeros(bins, dtype=cp.uint32)
+        if kid == "hist_global":
+            ch03.run_kernel("histogram", "hist_global", grid=sms * 8, block=256, args=(x, np.int32(n), hist))
+        elif kid == "hist_sliced":
+            slice_ = min(bins, 24576)
+            ch03.run_kernel("histogram", "hist_sliced", grid=(2 * sms, -(-bins // slice_)), block=256,
+                            args=(x, np.int32(n), np.int32(bins), np.int32(slice_), hist), shared_bytes=4 * slice_)
+        else:
+            c = int(kid[len("hist_cluster"):])
+            per = 4 * (-(-bins // c))
+            d = {"CLUSTER": c, "BLOCKS": c}
+            fit = ch03.max_clusters(ch03.HISTOGRAM_SOLUTION, "cluster_histogram", block=256, cluster=c,
+                                    shared_bytes=per, defines=d) or sms // c
+            ch03.run_kernel(ch03.HISTOGRAM_SOLUTION, "cluster_histogram", grid=fit * c, block=256,
+                            args=(x, np.int32(n), np.int32(bins), hist), shared_bytes=per, cluster=c, defines=d)
+        ch03._sync()
+        r = compare.compare(hist.astype(cp.int64), ref, case=f"{kid}, {bins} bins, uniform, n = {n}")
+        return _say(r.ok, r.message or r.case)
+    if kid.startswith("dsmem_bandwidth_"):
+        t = kid[len("dsmem_bandwidth_"):]
+        n_vec, reps, threads = 4096, 64, 512     # dsmem_bandwidth()'s defaults
+        words = rng.integers(0, 2 ** 32, 4 * n_vec, dtype=np.uint64).astype(np.uint32)
+        want = int((int(words.astype(np.uint64).sum()) * reps) % 2 ** 32)
+        sb = max(16 * n_vec, 120 << 10)
+        full = ch03.max_clusters("dsmem_probe", "dsmem_bandwidth_local", block=threads, cluster=2,
+                                 shared_bytes=sb) or sms // 2
+        out = compare.poison(cp.empty(4 * full, dtype=cp.uint64))
+        ch03.run_kernel("dsmem_probe", f"dsmem_bandwidth_{t}", grid=2 * full, block=threads,
+                        args=(cp.asarray(words), np.int32(n_vec), np.int32(reps), out), shared_bytes=sb, cluster=2)
+        ch03._sync()
+        sums = out.get().reshape(full, 4)[:, 3]
+        ok = bool((sums == want).all())
+        return _say(ok, f"{kid}: {full} clusters of 2, checksum " + ("as expected" if ok else
+                                                                     f"{sums[0]} != {want}"))
+    if kid.startswith("multicast_"):
+        c = int(kid[len("multicast_"):])
+        from judge.hw import tma
+        K, m_tiles, n_tiles = 8192, 8, 16        # multicast()'s defaults
+        M, N = m_tiles * 64, n_tiles * 64
+        A_h = rng.standard_normal((M, K)).astype(np.float32)
+        B_h = rng.standard_normal((N, K)).astype(np.float32)
+        a3 = A_h.astype(np.float64).reshape(m_tiles, 64, K)
+        b3 = B_h.astype(np.float64).reshape(n_tiles, 64, K)
+        ref = sum(a3[:, i, :] @ b3[:, i, :].T for i in range(64))
+        A, B = cp.asarray(ch03.tile_major(A_h)), cp.asarray(ch03.tile_major(B_h))
+        out = compare.poison(cp.empty((m_tiles, n_tiles), dtype=cp.float32))
+        ch03.run_kernel("multicast_reuse", "multicast_reuse", grid=(n_tiles, m_tiles), block=256,
+                        args=(tma.tensor_map(A, box=(64, 64 // c)), tma.tensor_map(B, box=(64, 64)), np.int32(K),
+                              np.int32(M), np.int32(N), out),
+                        shared_bytes=ch03.multicast_smem(), cluster=c, defines={"MULTICAST": int(c > 1), "CLUSTER": c})
+        ch03._sync()
+        r = compare.compare(out, ref, rtol=1e-4, atol=0.05, case=f"multicast_reuse, cluster {c}")
+        return _say(r.ok, r.message or r.case)
+    raise KeyError(kid)
+
+
+def run_child(kid: str) -> int:
+    """The child process: one checked launch of kernel `kid` (ncu profiles that launch)."""
+    k = next((k for k in kernels() if k["id"] == kid), None)
+    if k is None:
+        print(f"no kernel {kid!r}; python -m judge.record.counters --list shows them", file=sys.stderr)
+        return 2
+    ch, rest = kid.split(".", 1)
+    if ch == "ch04":
+        _run_ch04(k["label"])
+    elif ch == "ch01":
+        sys.path.insert(0, str(CH01))
+        import sgemm
+        f, defines = next((f, d) for _, f, d in sgemm.BASELINES if Path(f).stem == rest)
+        _run_ch01(f, defines)
+    else:
+        _run_ch03(rest)
+    return 0
+
+
+# ----------------------------------------------------------------------------- ncu: command and output
+def known_metrics(query_output: str) -> set[str]:
+    """Base metric names (before the first '.') listed by `ncu --query-metrics`."""
+    return set(re.findall(r"\b([a-z0-9]+__[a-z0-9_]+)\b", query_output))
+
+
+def usable(wanted, known: set[str]) -> list[str]:
+    """The metrics of `wanted` whose base name this ncu lists; VERIFIED ones are kept regardless."""
+    if not known:
+        return list(VERIFIED)
+    return [m for m in wanted if m in VERIFIED or m.split(".")[0] in known]
+
+
+def ncu_command(kid: str, kernel: str, metrics, log: Path, ncu: str = "ncu") -> list[str]:
+    """The command that profiles the one launch of kernel `kernel` made by the child `kid`."""
+    cmd = [ncu, "--target-processes", "all", "-k", f"regex:^{re.escape(kernel)}$", "-c", "1",
+           "--clock-control", "none", "--csv", "--page", "raw", "--print-units", "base",
+           "--log-file", str(log)]
+    for s in SECTIONS:
+        cmd += ["--section", s]
+    if metrics:
+        cmd += ["--metrics", ",".join(metrics)]
+    return cmd + [sys.executable, "-m", "judge.record.counters", "--run", kid]
+
+
+def _number(text: str):
+    """A CSV cell as a float when it is a number (ncu may group digits with commas), else the text."""
+    t = text.strip()
+    try:
+        return float(t.replace(",", ""))
+    except ValueError:
+        return t if t else NA
+
+
+def parse_raw_csv(text: str) -> list[dict]:
+    """ncu --csv output (possibly with ==PROF== lines around it) -> one dict per profiled kernel launch:
+    {"launch": {column: text}, "metrics": {metric: {"value", "unit"}}}.
+
+    Two layouts are read. The raw page (--page raw): the first CSV line names the columns ("ID", ...,
+    then metric names), a line whose ID cell is empty holds the units, then one line per launch. The
+    details page: columns "Metric Name", "Metric Unit", "Metric Value", one line per metric."""
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
+    if start is None:
+        return []
+    rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
+    header, body = rows[0], [r for r in rows[1:] if r and r[0] != "ID"]
+    if "Metric Name" in header and "Metric Value" in header:          # the details layout
+        col = {c: header.index(c) for c in ("ID", "Metric Name", "Metric Unit", "Metric Value")}
+        info = [c for c in ("Kernel Name", "Block Size", "Grid Size") if c in header]
+        launches: dict = {}
+        for r in body:
+            if len(r) != len(header) or not r[col["Metric Name"]]:
+                continue
+            d = launches.setdefault(r[col["ID"]], {"launch": {c: r[header.index(c)] for c in info}, "metrics": {}})
+            d["metrics"][r[col["Metric Name"]]] = {"value": _number(r[col["Metric Value"]]),
+                                                   "unit": r[col["Metric Unit"]]}
+        return list(launches.values())
+    units = [""] * len(header)
+    if body and body[0][0] == "":
+        units, body = body[0], body[1:]
+    out = []
+    for r in body:
+        if len(r) != len(header):
+            continue
+        launch, metrics = {}, {}
+        for name, unit, cell in zip(header, units, r):
+            if "__" in name:
+                metrics[name] = {"value": _number(cell), "unit": unit}
+            else:
+                launch[name] = cell
+        out.append({"launch": launch, "metrics": metrics})
+    return out
+
+
+def _value(metrics: dict, name: str):
+    v = metrics.get(name, {}).get("value", NA)
+    return v if isinstance(v, float) else NA
+
+
+def summarize(metrics: dict, top: int = 4) -> dict:
+    """The figures the chapters quote, from one kernel's metrics; "n/a" where a metric is missing."""
+    s = {key: _value(metrics, m) for key, _, m in SUMMARY}
+    limits = {m.split("_limit_")[1]: _value(metrics, m) for m in OCCUPANCY_LIMITS}
+    known = {k: v for k, v in limits.items() if v != NA}
+    s["blocks per SM (theoretical)"] = min(known.values()) if known else NA
+    s["occupancy limited by"] = min(known, key=known.get) if known else NA
+    warps = _value(metrics, "sm__warps_active.avg.per_cycle_active")
+    block = _value(metrics, "launch__block_size")
+    s["blocks per SM (achieved, from warps)"] = warps / (block / 32) if NA not in (warps, block) and block else NA
+    stalls = {}
+    for name in metrics:
+        m = _STALL.match(name)
+        v = _value(metrics, name)
+        if m and v != NA and not m.group(1).endswith("not_issued") and m.group(1) != "selected":
+            stalls[m.group(1)] = v
+    total = sum(stalls.values())
+    s["top stalls"] = [{"reason": r, "warps per issue": v, "share": v / total if total else NA}
+                       for r, v in sorted(stalls.items(), key=lambda kv: -kv[1])[:top]]
+    return s
+
+
+# ----------------------------------------------------------------------------- the parent: the pass
+def _ncu() -> str | None:
+    return shutil.which("ncu") or next((str(p) for p in (Path("/usr/local/cuda/bin/ncu"),) if p.exists()), None)
+
+
+def ncu_version(ncu: str) -> str:
+    try:
+        out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60).stdout
+        return out.strip().splitlines()[-1] if out.strip() else "?"
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"? ({type(e).__name__})"
+
+
+def query_known(ncu: str) -> set[str]:
+    """What this ncu can measure on this GPU (base names); empty if the query fails."""
+    for extra in ([], ["--chip", "gh100"]):
+        try:
+            p = subprocess.run([ncu, "--query-metrics", *extra], capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        names = known_metrics(p.stdout)
+        if p.returncode == 0 and len(names) > 50:
+            return names
+    return set()
+
+
+def _run(cmd, timeout: float, env) -> tuple[object, str]:
+    """Run cmd in its own session; (returncode or 'HANG', stdout + stderr). A hang kills the group."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=config.ROOT,
+                         env=env, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+        return p.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        return "HANG", out or ""
+
+
+def profile_one(k: dict, metrics, log_dir: Path, ncu: str, timeout: float = CHILD_TIMEOUT) -> dict:
+    """Profile one kernel in a child process under ncu; the row (an "error" in it when it failed)."""
+    env = {**os.environ, "PYTHONPATH": str(config.ROOT)}
+    env.pop("JUDGE_RECORD", None)                   # the child never writes the record
+    t = time.time()
+    log = log_dir / f"{k['id']}.csv"
+    row = {"id": k["id"], "chapter": k["chapter"], "label": k["label"], "kernel": k["kernel"],
+           "variant": k.get("variant", False), "size": "4096^3" if k["chapter"] != "ch03" else "chapter's defaults"}
+    for attempt, mets in enumerate((list(metrics), list(VERIFIED))):
+        if log.exists():
+            log.unlink()
+        rc, out = _run(ncu_command(k["id"], k["kernel"], mets, log, ncu), timeout, env)
+        text = log.read_text(errors="replace") if log.exists() else ""
+        parsed = parse_raw_csv(text)
+        check = [ln for ln in out.splitlines() if ln.startswith("COUNTERS-CHECK:")]
+        row["ok"] = bool(check) and check[-1].split()[1] == "ok"
+        row["check"] = check[-1].split(None, 2)[-1] if check else f"the child printed no check (rc {rc})"
+        if parsed:
+            break
+        row["error"] = f"rc {rc}; " + " | ".join((text + "\n" + out).strip().splitlines()[-6:])[-600:]
+        if rc == "HANG" or attempt == 1 or "metric" not in (text + out).lower():
+            break
+        print(f"   {k['id']}: ncu rejected the metric list; again with the verified metrics only", flush=True)
+    row["seconds"] = round(time.time() - t, 1)
+    if parsed:
+        row.pop("error", None)
+        got = parsed[0]["metrics"]
+        row["metrics"] = {m: {"value": NA, "unit": ""} for m in (*WANTED, *metrics)} | got   # asked, not read: n/a
+        row["launch"] = {c: parsed[0]["launch"].get(c) for c in ("Kernel Name", "Block Size", "Grid Size")
+                         if c in parsed[0]["launch"]}
+        row["summary"] = summarize(row["metrics"])
+        if len(parsed) > 1:
+            row["note"] = f"ncu profiled {len(parsed)} launches; the first is kept"
+    return row
+
+
+def _fmt(v, scale=1.0, spec=".0f") -> str:
+    return format(v / scale, spec) if isinstance(v, float) else NA
+
+
+def table(rows: list[dict]) -> str:
+    head = (f"{'kernel':44s} {'ok':>3s} {'s':>5s} {'tensor%':>7s} {'fma%':>5s} {'occ%':>5s} {'blk/SM':>6s} "
+            f"{'L2 MB':>8s} {'DRAM MB':>8s} {'smem wf M':>9s} {'conf M':>7s}  top stalls")
+    out = [head]
+    for r in rows:
+        s = r.get("summary")
+        if not s:
+            out.append(f"{r['id']:44s} {'yes' if r.get('ok') else 'NO':>3s} {r['seconds']:5.1f}  FAILED: "
+                       f"{r.get('error', '')[:100]}")
+            continue
+        stalls = ", ".join(f"{x['reason']} {x['warps per issue']:.2f}" for x in s["top stalls"][:3])
+        out.append(f"{r['id']:44s} {'yes' if r.get('ok') else 'NO':>3s} {r['seconds']:5.1f} "
+                   f"{_fmt(s['tensor pipe %'], spec='.1f'):>7s} {_fmt(s['FMA pipe %'], spec='.1f'):>5s} "
+                   f"{_fmt(s['achieved occupancy %'], spec='.1f'):>5s} "
+                   f"{_fmt(s['blocks per SM (theoretical)']):>6s} {_fmt(s['L2 bytes'], 1e6):>8s} "
+                   f"{_fmt(s['DRAM bytes'], 1e6):>8s} {_fmt(s['smem wavefronts'], 1e6, '.2f'):>9s} "
+                   f"{_fmt(s['smem bank conflicts'], 1e6, '.2f'):>7s}  {stalls}")
+    return "\n".join(out)
+
+
+def profile_all(out_dir: Path, only: str = "", save: bool = True, timeout: float = CHILD_TIMEOUT) -> list[dict]:
+    """The pass: every selected kernel under ncu in its own child; rows into OUT/counters.json and,
+    when save (the record run), into the record as "<chapter>.counters"."""
+    from judge import record
+    out_dir = Path(out_dir)
+    log_dir = out_dir / "ncu_logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    ncu = _ncu()
+    if ncu is None:
+        raise RuntimeError("ncu (Nsight Compute) is not on the PATH: the counters pass needs it")
+    t0 = time.time()
+    version = ncu_version(ncu)
+    known = query_known(ncu)
+    metrics = usable(WANTED, known)
+    dropped = [m for m in WANTED if m not in metrics]
+    print(f"ncu: {version}; {len(metrics)} metrics asked, {len(dropped)} unknown to it (n/a): "
+          f"{', '.join(dropped) or 'none'} ({time.time() - t0:.0f} s)", flush=True)
+    todo = select(only)
+    rows = []
+    for i, k in enumerate(todo, 1):
+        r = profile_one(k, metrics, log_dir, ncu, timeout)
+        rows.append(r)
+        print(f"[{i}/{len(todo)}] {k['id']}: {r['seconds']:.1f} s, "
+              + ("check ok" if r.get("ok") else f"check {r.get('check', '')[:120]}")
+              + ("" if "summary" in r else f", FAILED: {r.get('error', '')[:200]}"), flush=True)
+        (out_dir / "counters.json").write_text(json.dumps(
+            {"ncu": version, "metrics": metrics, "dropped": dropped, "sections": list(SECTIONS), "rows": rows},
+            indent=1))
+    meta = {"ncu": version, "command": " ".join(ncu_command("ID", "NAME", ["..."], Path("LOG"), "ncu")),
+            "sections": list(SECTIONS), "dropped_metrics": dropped,
+            "note": "a separate profiling pass (kernel replay, --clock-control none): counters, not times"}
+    if save:
+        for ch in sorted({r["chapter"] for r in rows}):
+            mine = [r for r in rows if r["chapter"] == ch]
+            srcs = sorted({s for k in todo if k["chapter"] == ch for s in k["sources"]} | {__file__})
+            record.save(f"{ch}.counters", {**meta, "rows": mine}, sources=srcs)
+    print(table(rows), flush=True)
+    print(f"counters: {sum('summary' in r for r in rows)}/{len(rows)} kernels profiled, "
+          f"{sum(bool(r.get('ok')) for r in rows)} checked ok, {time.time() - t0:.0f} s", flush=True)
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m judge.record.counters", description=__doc__.split("\n")[0])
+    ap.add_argument("--run", metavar="ID", help="child: one checked launch of kernel ID (what ncu profiles)")
+    ap.add_argument("--list", action="store_true", help="list the kernels and exit")
+    ap.add_argument("--only", default="", help="only ids containing one of these comma-separated words")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."), help="where counters.json and ncu_logs/ go")
+    ap.add_argument("--timeout", type=float, default=CHILD_TIMEOUT, help="seconds per kernel")
+    args = ap.parse_args(argv)
+    if args.list:
+        for k in select(args.only):
+            print(f"{k['id']:44s} {k['kernel']:28s} {k['label']}")
+        return 0
+    if args.run:
+        return run_child(args.run)
+    from judge import gpu
+    if not gpu.meets("sm_90"):
+        print(f"The counters pass needs an H100/H200: {gpu.why_not('sm_90')}", file=sys.stderr)
+        return 2
+    rows = profile_all(Path(args.out), args.only, save=config.recording(), timeout=args.timeout)
+    return 0 if rows and all("summary" in r and r.get("ok") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
