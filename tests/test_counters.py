@@ -254,3 +254,99 @@ def test_on_the_h200_one_kernel_profiles_for_real(tmp_path):
     assert isinstance(s["tensor pipe %"], float) and 0 < s["tensor pipe %"] <= 100
     assert isinstance(s["L2 bytes"], float) and s["L2 bytes"] > 2 * 4096 * 4096 * 2   # A and B at least once
     assert s["top stalls"], "WarpStateStats gave no stall reasons"
+
+
+# ----------------------------------------------------------------------------- FP8 like for like
+# chapters/05_blackwell/fp8.py --out DIR: the parts that need no GPU.
+sys.path.insert(0, str(config.CHAPTERS_DIR / "05_blackwell"))
+import fp8  # noqa: E402
+
+# ---- FORMAT SAMPLE (not a measurement): nvidia-smi --query-gpu=clocks.sm,clocks_throttle_reasons.active
+# --format=csv, as it prints, values made up.
+SMI_SAMPLE = """clocks.current.sm [MHz], clocks_throttle_reasons.active
+1980 MHz, 0x0000000000000000
+1485 MHz, 0x0000000000000004
+[N/A], 0x0000000000000001
+"""
+
+
+def test_round_bf16_rounds_once_where_a_float32_step_rounds_twice():
+    import ml_dtypes
+    import numpy as np
+    x = 1 + 2.0 ** -8 + 2.0 ** -30                 # above the midpoint between 1 and 1 + 2^-7
+    assert fp8.round_bf16(x) == 1 + 2.0 ** -7
+    twice = float(np.float32(x).astype(ml_dtypes.bfloat16))   # float32 lands on the midpoint, then ties to even
+    assert twice == 1.0
+    rng = np.random.default_rng()
+    v = rng.standard_normal(10000) * 10.0 ** rng.uniform(-3, 3, 10000)
+    r = fp8.round_bf16(v)
+    # on the 8-bit grid, and the nearest point of it: within half a unit in the last place
+    m, e = np.frexp(r)
+    assert np.all(m * 256 == np.rint(m * 256))
+    assert np.all(np.abs(r - v) <= np.ldexp(1.0, np.frexp(v)[1] - 9) * (1 + 1e-12))
+    v32 = v.astype(np.float32).astype(np.float64)   # exact in float32: one rounding either way
+    assert np.array_equal(fp8.round_bf16(v32), v32.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64))
+
+
+def test_nvidia_smi_sample_parses_and_names_throttle_reasons():
+    got = fp8.parse_smi(SMI_SAMPLE)
+    assert [x["sm_mhz"] for x in got] == [1980, 1485]
+    assert got[0]["reasons"] == [] and got[1]["reasons"] == ["SW power cap"]
+    assert fp8.throttle_reasons(0x44) == ["SW power cap", "HW thermal slowdown"]
+    assert fp8.throttle_reasons("0x1000") == ["unknown bits 0x1000"]
+    s = fp8.smi_summary(got)
+    assert (s["sm_mhz_min"], s["sm_mhz_max"], s["reasons_seen"]) == (1485, 1980, ["SW power cap"])
+    assert fp8.smi_summary([]) == {"samples": 0}
+
+
+def test_clock_sampler_collects_what_a_stand_in_nvidia_smi_prints(tmp_path, monkeypatch):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!{sys.executable}\nimport sys, time\nprint('clocks.current.sm [MHz], x', flush=True)\n"
+                   "for i in range(1000 if '-lms' in sys.argv else 1):\n"
+                   "    print(f'{1900 + i} MHz, 0x4', flush=True); time.sleep(0.01)\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:" + __import__("os").environ["PATH"])
+    import time
+    with fp8.ClockSampler(ms=10) as cs:
+        time.sleep(0.5)
+    s = cs.summary()
+    assert s["samples"] >= 3 and s["sm_mhz_min"] == 1900 and s["reasons_seen"] == ["SW power cap"]
+    assert "clocks_throttle_reasons.active" in s["command"] and "error" not in s
+    now = fp8.smi_now()
+    assert now["samples"] == 1 and now["sm_mhz_max"] == 1900 and now["query"] == fp8.SMI_QUERY
+    assert now["csv"].startswith("clocks.current.sm")      # the raw answer is kept beside the figures
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with fp8.ClockSampler() as cs:                   # no nvidia-smi at all: the figures still come
+        pass
+    assert cs.samples == [] and cs.error
+
+
+def test_rounds_alternate_their_order_and_pairs_match_accumulation():
+    names = ["kernel", "promote", "fast", "default"]
+    assert fp8.round_order(names, 0) == names and fp8.round_order(names, 1) == names[::-1]
+    # each kernel is judged against the _scaled_mm path that accumulates as it does
+    assert fp8.PAIRS == (("kernel", "fast"), ("promote", "default"))
+    assert "use_fast_accum=True" in fp8.PATHS["fast"] and "not promoted" in fp8.PATHS["kernel"]
+    assert "promoted" in fp8.PATHS["default"] and "PROMOTE=1" in fp8.PATHS["promote"]
+
+
+def test_fp8_cli_parses_without_a_gpu():
+    import subprocess
+    p = subprocess.run([sys.executable, str(config.CHAPTERS_DIR / "05_blackwell" / "fp8.py"), "--help"],
+                       capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(config.ROOT)},
+                       timeout=120)
+    assert p.returncode == 0 and "--out" in p.stdout and "compare" in p.stdout
+
+
+def test_fp8_like_for_like_on_the_h200(tmp_path):
+    from judge import gpu
+    gpu.need("sm_90")
+    res = fp8.accumulation_error(ks=(4096,), m=256)
+    paths = {r["path"] for r in res}
+    assert {"kernel", "promote", "fast", "default"} <= paths
+    for r in res:
+        assert r["not_finite"] == 0, r
+        assert r["rel_err"] < 2.0 ** -7, r
+    sp = fp8.like_for_like(sizes=(4096,), rounds=6)["sizes"]["4096"]
+    assert all(r["ok"] for r in sp["rows"]), sp["rows"]
+    assert len(sp["pairs"]) == 2 and all(p["speed ratio (medians)"] > 0 for p in sp["pairs"])
