@@ -146,16 +146,20 @@ kid = a[-1]
 mets = a[a.index("--metrics") + 1].split(",") if "--metrics" in a else []
 if "hang" in kid:
     time.sleep(60)
+import os
+if os.environ.get("FAKE_NCU_NO_LAUNCHSTATS") and "LaunchStats" in a:
+    open(log, "w").write("==ERROR== Could not find section LaunchStats\n"); sys.exit(1)
 bad = [m for m in mets if m.split(".")[0] not in {known}]
 if bad:
     open(log, "w").write("==ERROR== Failed to find metric " + bad[0] + "\n"); sys.exit(1)
 print("COUNTERS-CHECK: " + ("WRONG max error 3.0" if "wrong" in kid else "ok fine"))
-cols = ["launch__block_size"] + mets
-vals = ["384"] + ["1,000" if m == "lts__t_bytes.sum" else str(10 + i) for i, m in enumerate(mets)]
+stats = "LaunchStats" in a                 # launch__block_size comes with that section
+cols = (["launch__block_size"] if stats else []) + mets
+vals = (["384"] if stats else []) + ["1,000" if m == "lts__t_bytes.sum" else str(10 + i) for i, m in enumerate(mets)]
 with open(log, "w") as f:
-    f.write('==PROF== Connected\n"ID","Kernel Name",' + ",".join('"%s"' % c for c in cols) + "\n")
-    f.write('"","",' + ",".join('"byte"' for c in cols) + "\n")
-    f.write('"0","%s",' % kernel + ",".join('"%s"' % v for v in vals) + "\n")
+    f.write('==PROF== Connected\n"ID","Kernel Name","Block Size",' + ",".join('"%s"' % c for c in cols) + "\n")
+    f.write('"","","",' + ",".join('"byte"' for c in cols) + "\n")
+    f.write('"0","%s","(128, 2, 1)",' % kernel + ",".join('"%s"' % v for v in vals) + "\n")
 '''
 
 
@@ -187,7 +191,7 @@ def test_pass_through_a_stand_in_ncu_writes_rows_json_and_record_sections(tmp_pa
     assert rows[0]["launch"]["Kernel Name"] == "gemm_tma_ring"
     data = json.loads((tmp_path / "out" / "counters.json").read_text())
     assert [r["id"] for r in data["rows"]] == [r["id"] for r in rows]
-    assert data["dropped"] == ["l1tex__t_requests_pipe_lsu_mem_dshared_op_atom.sum"]
+    assert data["dropped_metrics"] == ["l1tex__t_requests_pipe_lsu_mem_dshared_op_atom.sum"]
     assert sorted(s for s, _, _ in fake_ncu) == ["ch01.counters", "ch03.counters", "ch04.counters"]
     ch04 = next(f for s, f, _ in fake_ncu if s == "ch04.counters")
     assert [r["id"] for r in ch04["rows"]] == ["ch04.tma_ring"] and "--clock-control none" in ch04["command"]
@@ -212,6 +216,29 @@ def test_a_hang_a_wrong_check_and_a_rejected_metric_each_cost_one_row(tmp_path, 
     r = counters.profile_one(k, ["lts__t_bytes.sum", "zz__not_a_metric.sum"], log_dir, counters._ncu())
     assert "summary" in r and r["ok"] and r["metrics"]["zz__not_a_metric.sum"]["value"] == "n/a"
     assert r["metrics"][counters.VERIFIED[0]]["value"] != "n/a"
+
+
+def test_a_section_ncu_refuses_switches_the_rest_of_the_pass_to_the_verified_set(tmp_path, fake_ncu, monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_NO_LAUNCHSTATS", "1")
+    rows = counters.profile_all(tmp_path, only="sgemm_sync,sgemm_regbuf", save=False)
+    assert [r.get("fallback", False) for r in rows] == [True, False]
+    assert all("summary" in r for r in rows)
+    data = json.loads((tmp_path / "counters.json").read_text())
+    assert data["fallback_from"] == "ch01.sgemm_sync" and data["sections"] == list(counters.VERIFIED_SECTIONS)
+    assert data["metrics"] == list(counters.VERIFIED)
+    # without LaunchStats the block size comes from ncu's "Block Size" column: (128, 2, 1) -> 256
+    assert rows[1]["metrics"]["launch__block_size"]["value"] == 256.0
+
+
+def test_a_pass_run_in_parts_keeps_the_rows_of_each_part(tmp_path, fake_ncu):
+    counters.profile_all(tmp_path, only="ch04.tma_ring", save=False)
+    counters.profile_all(tmp_path, only="sgemm_sync", save=True)
+    data = json.loads((tmp_path / "counters.json").read_text())
+    assert [r["id"] for r in data["rows"]] == ["ch04.tma_ring", "ch01.sgemm_sync"]
+    assert [s for s, _, _ in fake_ncu] == ["ch01.counters"]       # each call saves only its own chapters
+    counters.profile_all(tmp_path, only="ch04.tma_ring", save=False)      # again: replaced, not doubled
+    assert [r["id"] for r in json.loads((tmp_path / "counters.json").read_text())["rows"]] == \
+        ["ch01.sgemm_sync", "ch04.tma_ring"]
 
 
 def test_record_run_part_counters_hook(tmp_path, fake_ncu, monkeypatch):

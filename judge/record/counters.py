@@ -34,6 +34,7 @@ import argparse
 import csv
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -51,6 +52,7 @@ CH04 = config.CHAPTERS_DIR / "04_wgmma"
 GEMM_N = 4096                    # every GEMM is profiled at 4096^3
 CHILD_TIMEOUT = 120              # seconds per kernel, ncu included
 SECTIONS = ("WarpStateStats", "Occupancy", "LaunchStats")
+VERIFIED_SECTIONS = ("WarpStateStats", "Occupancy")     # seen working on the H200 (FACTS.md)
 
 #: Seen readable with ncu 2025.3.1 on the H200 (FACTS.md, 2026-12-01): the fallback metric list.
 VERIFIED = (
@@ -310,12 +312,12 @@ def usable(wanted, known: set[str]) -> list[str]:
     return [m for m in wanted if m in VERIFIED or m.split(".")[0] in known]
 
 
-def ncu_command(kid: str, kernel: str, metrics, log: Path, ncu: str = "ncu") -> list[str]:
+def ncu_command(kid: str, kernel: str, metrics, log: Path, ncu: str = "ncu", sections=SECTIONS) -> list[str]:
     """The command that profiles the one launch of kernel `kernel` made by the child `kid`."""
     cmd = [ncu, "--target-processes", "all", "-k", f"regex:^{re.escape(kernel)}$", "-c", "1",
            "--clock-control", "none", "--csv", "--page", "raw", "--print-units", "base",
            "--log-file", str(log)]
-    for s in SECTIONS:
+    for s in sections:
         cmd += ["--section", s]
     if metrics:
         cmd += ["--metrics", ",".join(metrics)]
@@ -438,33 +440,48 @@ def _run(cmd, timeout: float, env) -> tuple[object, str]:
         return "HANG", out or ""
 
 
-def profile_one(k: dict, metrics, log_dir: Path, ncu: str, timeout: float = CHILD_TIMEOUT) -> dict:
-    """Profile one kernel in a child process under ncu; the row (an "error" in it when it failed)."""
+def profile_one(k: dict, metrics, log_dir: Path, ncu: str, timeout: float = CHILD_TIMEOUT,
+                sections=SECTIONS) -> dict:
+    """Profile one kernel in a child process under ncu; the row (an "error" in it when it failed).
+
+    When ncu gives no counters although the child ran to its end (or ncu complains of a metric or a
+    section), the kernel is profiled once more with only what was seen working on the H200 (VERIFIED,
+    VERIFIED_SECTIONS); the row then has "fallback": True."""
     env = {**os.environ, "PYTHONPATH": str(config.ROOT)}
     env.pop("JUDGE_RECORD", None)                   # the child never writes the record
     t = time.time()
     log = log_dir / f"{k['id']}.csv"
     row = {"id": k["id"], "chapter": k["chapter"], "label": k["label"], "kernel": k["kernel"],
            "variant": k.get("variant", False), "size": "4096^3" if k["chapter"] != "ch03" else "chapter's defaults"}
-    for attempt, mets in enumerate((list(metrics), list(VERIFIED))):
+    tries = [(list(metrics), tuple(sections))]
+    if (list(metrics), tuple(sections)) != (list(VERIFIED), VERIFIED_SECTIONS):
+        tries.append((list(VERIFIED), VERIFIED_SECTIONS))
+    parsed = []
+    for attempt, (mets, secs) in enumerate(tries):
         if log.exists():
             log.unlink()
-        rc, out = _run(ncu_command(k["id"], k["kernel"], mets, log, ncu), timeout, env)
+        rc, out = _run(ncu_command(k["id"], k["kernel"], mets, log, ncu, secs), timeout, env)
         text = log.read_text(errors="replace") if log.exists() else ""
-        parsed = parse_raw_csv(text)
+        parsed = parse_raw_csv(text) or parse_raw_csv(out)      # the CSV goes to the log; stdout if not
         check = [ln for ln in out.splitlines() if ln.startswith("COUNTERS-CHECK:")]
         row["ok"] = bool(check) and check[-1].split()[1] == "ok"
         row["check"] = check[-1].split(None, 2)[-1] if check else f"the child printed no check (rc {rc})"
         if parsed:
+            if attempt:
+                row["fallback"] = True
             break
         row["error"] = f"rc {rc}; " + " | ".join((text + "\n" + out).strip().splitlines()[-6:])[-600:]
-        if rc == "HANG" or attempt == 1 or "metric" not in (text + out).lower():
+        ncu_trouble = bool(check) or re.search(r"metric|section", text + out, re.I)
+        if rc == "HANG" or attempt == len(tries) - 1 or not ncu_trouble:
             break
-        print(f"   {k['id']}: ncu rejected the metric list; again with the verified metrics only", flush=True)
+        print(f"   {k['id']}: no counters from ncu; again with the verified metrics and sections only", flush=True)
     row["seconds"] = round(time.time() - t, 1)
     if parsed:
         row.pop("error", None)
         got = parsed[0]["metrics"]
+        dims = re.findall(r"\d+", parsed[0]["launch"].get("Block Size", ""))
+        if "launch__block_size" not in got and dims:      # without LaunchStats: from the launch columns
+            got["launch__block_size"] = {"value": float(math.prod(int(d) for d in dims)), "unit": "thread"}
         row["metrics"] = {m: {"value": NA, "unit": ""} for m in (*WANTED, *metrics)} | got   # asked, not read: n/a
         row["launch"] = {c: parsed[0]["launch"].get(c) for c in ("Kernel Name", "Block Size", "Grid Size")
                          if c in parsed[0]["launch"]}
@@ -516,24 +533,31 @@ def profile_all(out_dir: Path, only: str = "", save: bool = True, timeout: float
     print(f"ncu: {version}; {len(metrics)} metrics asked, {len(dropped)} unknown to it (n/a): "
           f"{', '.join(dropped) or 'none'} ({time.time() - t0:.0f} s)", flush=True)
     todo = select(only)
+    sections = SECTIONS
+    meta = {"ncu": version, "command": " ".join(ncu_command("ID", "NAME", ["..."], Path("LOG"), "ncu")),
+            "sections": list(sections), "dropped_metrics": dropped,
+            "note": "a separate profiling pass (kernel replay, --clock-control none): counters, not times"}
+    json_path = out_dir / "counters.json"
+    # rows of an earlier call with another --only stay in counters.json (a pass may be run in parts)
+    kept = [r for r in (json.loads(json_path.read_text()).get("rows", []) if json_path.exists() else [])
+            if r.get("id") not in {k["id"] for k in todo}]
     rows = []
     for i, k in enumerate(todo, 1):
-        r = profile_one(k, metrics, log_dir, ncu, timeout)
+        r = profile_one(k, metrics, log_dir, ncu, timeout, sections)
         rows.append(r)
         print(f"[{i}/{len(todo)}] {k['id']}: {r['seconds']:.1f} s, "
               + ("check ok" if r.get("ok") else f"check {r.get('check', '')[:120]}")
               + ("" if "summary" in r else f", FAILED: {r.get('error', '')[:200]}"), flush=True)
-        (out_dir / "counters.json").write_text(json.dumps(
-            {"ncu": version, "metrics": metrics, "dropped": dropped, "sections": list(SECTIONS), "rows": rows},
-            indent=1))
-    meta = {"ncu": version, "command": " ".join(ncu_command("ID", "NAME", ["..."], Path("LOG"), "ncu")),
-            "sections": list(SECTIONS), "dropped_metrics": dropped,
-            "note": "a separate profiling pass (kernel replay, --clock-control none): counters, not times"}
-    if save:
-        for ch in sorted({r["chapter"] for r in rows}):
-            mine = [r for r in rows if r["chapter"] == ch]
-            srcs = sorted({s for k in todo if k["chapter"] == ch for s in k["sources"]} | {__file__})
-            record.save(f"{ch}.counters", {**meta, "rows": mine}, sources=srcs)
+        if r.get("fallback") and metrics != list(VERIFIED):
+            print("   from here on: the verified metrics and sections only", flush=True)
+            metrics, sections = list(VERIFIED), VERIFIED_SECTIONS
+            meta.update(fallback_from=k["id"], sections=list(sections))
+        json_path.write_text(json.dumps({**meta, "metrics": metrics, "rows": kept + rows}, indent=1, default=str))
+        last_of_chapter = i == len(todo) or todo[i]["chapter"] != k["chapter"]
+        if save and last_of_chapter:        # saved chapter by chapter: a pass cut short keeps what it did
+            ch = k["chapter"]
+            srcs = sorted({s for x in todo if x["chapter"] == ch for s in x["sources"]} | {__file__})
+            record.save(f"{ch}.counters", {**meta, "rows": [x for x in rows if x["chapter"] == ch]}, sources=srcs)
     print(table(rows), flush=True)
     print(f"counters: {sum('summary' in r for r in rows)}/{len(rows)} kernels profiled, "
           f"{sum(bool(r.get('ok')) for r in rows)} checked ok, {time.time() - t0:.0f} s", flush=True)
