@@ -377,3 +377,21 @@ def test_fp8_like_for_like_on_the_h200(tmp_path):
     sp = fp8.like_for_like(sizes=(4096,), rounds=6)["sizes"]["4096"]
     assert all(r["ok"] for r in sp["rows"]), sp["rows"]
     assert len(sp["pairs"]) == 2 and all(p["speed ratio (medians)"] > 0 for p in sp["pairs"])
+
+
+def test_fp8_tables_print_from_a_result_of_the_documented_shape(capsys):
+    """print_compare reads every key like_for_like and accumulation_error write (made-up values)."""
+    row = {"n": 4096, "path": "kernel", "what": fp8.PATHS["kernel"], "TFLOPS": 1.0, "ms": 1.0, "p10_ms": 0.9,
+           "p90_ms": 1.1, "rel_err": 1e-3, "not_finite": 0, "ok": True, "library_kernels": ["gemm_fp8"]}
+    rows = [dict(row, path=p, library_kernels=[f"k_{p}"]) for p in fp8.PATHS]
+    pair = {"n": 4096, "kernel": "a", "against": "b", "speed ratio (medians)": 1.0, "per-round ratio median": 1.0,
+            "per-round ratio p10": 0.9, "per-round ratio p90": 1.1}
+    acc = {"inputs": "normal", "K": 8192, "M = N": 1024, "path": "kernel", "seed": 1, "what": "x", "rel_err": 2e-3,
+           "floor (bf16 rounding)": 1e-3, "vs_rounded": 1e-3, "share != correctly rounded": 0.1, "not_finite": 0}
+    res = {"device": "made up", "checks": {"plain": True},
+           "speed": {"sizes": {"4096": {"rows": rows, "pairs": [pair, pair], "scales": "row/column scales",
+                                        "clock_during": {"samples": 0}}}},
+           "accuracy": [acc]}
+    fp8.print_compare(res)
+    out = capsys.readouterr().out
+    assert "k_fast" in out and "k_default" in out and "accumulation error" in out

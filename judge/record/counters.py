@@ -91,6 +91,11 @@ WANTED = VERIFIED + (
     "l1tex__t_sectors_pipe_lsu_mem_dshared_op_red.sum",
     "l1tex__t_requests_pipe_lsu_mem_dshared_op_atom.sum",
     "smsp__sass_inst_executed_op_dshared.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_dshared_op_atom.sum",
+    "l1tex__t_bytes_pipe_lsu_mem_dshared.sum",
+    "l1tex__t_bytes_pipe_lsu_mem_dshared_op_ld.sum",
+    "l1tex__t_bytes_pipe_lsu_mem_dshared_op_st.sum",
+    "smsp__issue_active.avg.pct_of_peak_sustained_active",
 )
 #: The summary's keys: (key, unit, metric). Pipe utilisation is % of peak over the SMs' active cycles.
 SUMMARY = (
@@ -111,7 +116,10 @@ SUMMARY = (
     ("DSMEM load sectors", "sector", "l1tex__t_sectors_pipe_lsu_mem_dshared_op_ld.sum"),
     ("DSMEM store sectors", "sector", "l1tex__t_sectors_pipe_lsu_mem_dshared_op_st.sum"),
     ("DSMEM red sectors", "sector", "l1tex__t_sectors_pipe_lsu_mem_dshared_op_red.sum"),
+    ("DSMEM atom sectors", "sector", "l1tex__t_sectors_pipe_lsu_mem_dshared_op_atom.sum"),
+    ("DSMEM bytes", "byte", "l1tex__t_bytes_pipe_lsu_mem_dshared.sum"),
     ("DSMEM instructions", "inst", "smsp__sass_inst_executed_op_dshared.sum"),
+    ("issue slots busy %", "%", "smsp__issue_active.avg.pct_of_peak_sustained_active"),
     ("SM clock Hz (while profiled)", "Hz", "sm__cycles_elapsed.avg.per_second"),
     ("duration ns (profiled, not a timing)", "ns", "gpu__time_duration.sum"),
 )
