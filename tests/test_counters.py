@@ -129,6 +129,14 @@ def test_summary_ranks_stalls_and_derives_blocks_per_sm():
     assert s["smem bank conflicts (wgmma reads)"] == "n/a"
     assert s["FMA pipe %"] == "n/a"                       # never asked in the sample
     assert counters.summarize({})["blocks per SM (theoretical)"] == "n/a"
+    assert counters.summarize({})["top stalls"] == []
+    # an ncu that names stalls another way: the next family is read, never two families mixed
+    other = {"smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct": {"value": 40.0, "unit": "%"},
+             "smsp__warp_issue_stalled_wait_per_warp_active.pct": {"value": 10.0, "unit": "%"},
+             "smsp__pcsamp_warps_issue_stalled_barrier": {"value": 999.0, "unit": ""}}
+    t = counters.summarize(other)
+    assert [x["reason"] for x in t["top stalls"]] == ["long_scoreboard", "wait"]
+    assert t["stall metrics"] == counters.STALL_FAMILIES[2]
 
 
 FAKE_NCU = r'''#!{python}

@@ -63,6 +63,10 @@ VERIFIED = (
     "dram__bytes.sum",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_gmma.sum",
 )
+#: Hopper's warp-stall reasons (gmma: waiting on wgmma; the rest as on earlier GPUs)
+STALL_REASONS = ("barrier", "branch_resolving", "dispatch_stall", "drain", "gmma", "imc_miss", "lg_throttle",
+                 "long_scoreboard", "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction",
+                 "not_selected", "selected", "short_scoreboard", "sleeping", "tex_throttle", "wait")
 #: Asked for in addition (names from the Nsight Compute metrics reference and its shipped sections);
 #: each one this ncu does not list is dropped before the run and reads "n/a".
 WANTED = VERIFIED + (
@@ -96,6 +100,8 @@ WANTED = VERIFIED + (
     "l1tex__t_bytes_pipe_lsu_mem_dshared_op_ld.sum",
     "l1tex__t_bytes_pipe_lsu_mem_dshared_op_st.sum",
     "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    # warp stalls, asked by name too in case the WarpStateStats section of this ncu names them otherwise
+    *(f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALL_REASONS),
 )
 #: The summary's keys: (key, unit, metric). Pipe utilisation is % of peak over the SMs' active cycles.
 SUMMARY = (
@@ -125,7 +131,11 @@ SUMMARY = (
 )
 OCCUPANCY_LIMITS = ("launch__occupancy_limit_blocks", "launch__occupancy_limit_registers",
                     "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_warps")
-_STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
+#: Metric families that give warp stalls by reason, best first; the summary uses the first one present.
+STALL_FAMILIES = (r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$",
+                  r"^smsp__average_warp_latency_issue_stalled_(\w+?)(?:\.ratio)?$",
+                  r"^smsp__warp_issue_stalled_(\w+?)_per_warp_active\.pct$",
+                  r"^smsp__pcsamp_warps_issue_stalled_(\w+)$")
 NA = "n/a"
 
 
@@ -397,13 +407,18 @@ def summarize(metrics: dict, top: int = 4) -> dict:
     warps = _value(metrics, "sm__warps_active.avg.per_cycle_active")
     block = _value(metrics, "launch__block_size")
     s["blocks per SM (achieved, from warps)"] = warps / (block / 32) if NA not in (warps, block) and block else NA
-    stalls = {}
-    for name in metrics:
-        m = _STALL.match(name)
-        v = _value(metrics, name)
-        if m and v != NA and not m.group(1).endswith("not_issued") and m.group(1) != "selected":
-            stalls[m.group(1)] = v
+    stalls, family = {}, NA
+    for pattern in STALL_FAMILIES:
+        for name in metrics:
+            m = re.match(pattern, name)
+            v = _value(metrics, name)
+            if m and v != NA and not m.group(1).endswith("not_issued") and m.group(1) != "selected":
+                stalls[m.group(1)] = v
+        if stalls:
+            family = pattern
+            break
     total = sum(stalls.values())
+    s["stall metrics"] = family
     s["top stalls"] = [{"reason": r, "warps per issue": v, "share": v / total if total else NA}
                        for r, v in sorted(stalls.items(), key=lambda kv: -kv[1])[:top]]
     return s
