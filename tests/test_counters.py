@@ -155,6 +155,9 @@ mets = a[a.index("--metrics") + 1].split(",") if "--metrics" in a else []
 if "hang" in kid:
     time.sleep(60)
 import os
+refuse = os.environ.get("FAKE_NCU_REFUSE")
+if refuse and refuse in mets:
+    open(log, "w").write("==ERROR== Failed to profile: metric " + refuse + " is not available\n"); sys.exit(1)
 if os.environ.get("FAKE_NCU_NO_LAUNCHSTATS") and "LaunchStats" in a:
     open(log, "w").write("==ERROR== Could not find section LaunchStats\n"); sys.exit(1)
 bad = [m for m in mets if m.split(".")[0] not in {known}]
@@ -219,11 +222,23 @@ def test_a_hang_a_wrong_check_and_a_rejected_metric_each_cost_one_row(tmp_path, 
     k = {"id": "ch04.wrong_probe", "chapter": "ch04", "label": "wrong", "kernel": "gemm_wrong", "sources": []}
     r = counters.profile_one(k, ["lts__t_bytes.sum"], log_dir, counters._ncu())
     assert "summary" in r and r["ok"] is False and "max error 3.0" in r["check"]
-    # a metric ncu rejects at run time: the row is profiled again with the verified metrics only
+    # a metric ncu rejects at run time by name: the row is profiled again without that one
     k = {"id": "ch04.retry_probe", "chapter": "ch04", "label": "retry", "kernel": "gemm_retry", "sources": []}
     r = counters.profile_one(k, ["lts__t_bytes.sum", "zz__not_a_metric.sum"], log_dir, counters._ncu())
     assert "summary" in r and r["ok"] and r["metrics"]["zz__not_a_metric.sum"]["value"] == "n/a"
-    assert r["metrics"][counters.VERIFIED[0]]["value"] != "n/a"
+    assert r["refused_metrics"] == ["zz__not_a_metric.sum"] and "fallback" not in r
+    assert r["metrics_used"] == ["lts__t_bytes.sum"] and r["metrics"]["lts__t_bytes.sum"]["value"] == 1000.0
+
+
+def test_a_metric_refused_at_run_time_is_left_out_for_the_rest_of_the_pass(tmp_path, fake_ncu, monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_REFUSE", "dram__bytes_read.sum")
+    rows = counters.profile_all(tmp_path, only="sgemm_sync,sgemm_regbuf", save=False)
+    assert rows[0]["refused_metrics"] == ["dram__bytes_read.sum"] and "refused_metrics" not in rows[1]
+    assert all("summary" in r and "dram__bytes_read.sum" not in r["metrics_used"] for r in rows)
+    assert rows[1]["metrics"]["dram__bytes_read.sum"]["value"] == "n/a"
+    assert rows[1]["metrics"]["dram__bytes.sum"]["value"] != "n/a"
+    data = json.loads((tmp_path / "counters.json").read_text())
+    assert data["changed_at"] == "ch01.sgemm_sync" and "dram__bytes_read.sum" in data["dropped_metrics"]
 
 
 def test_a_section_ncu_refuses_switches_the_rest_of_the_pass_to_the_verified_set(tmp_path, fake_ncu, monkeypatch):
@@ -232,7 +247,7 @@ def test_a_section_ncu_refuses_switches_the_rest_of_the_pass_to_the_verified_set
     assert [r.get("fallback", False) for r in rows] == [True, False]
     assert all("summary" in r for r in rows)
     data = json.loads((tmp_path / "counters.json").read_text())
-    assert data["fallback_from"] == "ch01.sgemm_sync" and data["sections"] == list(counters.VERIFIED_SECTIONS)
+    assert data["changed_at"] == "ch01.sgemm_sync" and data["sections"] == list(counters.VERIFIED_SECTIONS)
     assert data["metrics"] == list(counters.VERIFIED)
     # without LaunchStats the block size comes from ncu's "Block Size" column: (128, 2, 1) -> 256
     assert rows[1]["metrics"]["launch__block_size"]["value"] == 256.0

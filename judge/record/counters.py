@@ -6,6 +6,8 @@ with `ncu` on the PATH; the record run calls it as its part "counters".
     python -m judge.record.counters --list                           # the kernels it profiles (any machine)
     python -m judge.record.counters --only ch04 --out DIR            # a subset, no record written
     python -m judge.record.counters --run ch04.tma_ring              # the child: one checked launch
+    python -m judge.record.hopper_run --part counters --only ch04 --out $OUT   # in parts: counters.json
+    python -m judge.record.hopper_run --part counters --only ch01,ch03 --out $OUT  # keeps both parts' rows
 
 How. A separate profiling pass: profiling replays each kernel once per metric pass and perturbs timing,
 so no figure here is a time to compare with the timing runs. Each kernel runs in its own child process
@@ -19,8 +21,9 @@ The child makes fresh random inputs at the chapter's size (GEMMs at 4096^3), poi
 launches the kernel ONCE (that launch is the one ncu profiles), then checks the output against a
 float64 (or exact integer) reference; the row says whether that check passed. Metrics that this ncu
 does not know (checked against `ncu --query-metrics` first) or cannot read on this GPU are "n/a" in
-the row; they never cost the row. If ncu rejects the metric list anyway, the row is profiled again
-with only the metrics seen readable on the H200 (VERIFIED).
+the row; they never cost the row. If ncu refuses a metric anyway, the kernel is profiled again without
+the metrics its message names (or, if it names none, with only what was seen working on the H200:
+VERIFIED, VERIFIED_SECTIONS), and the kernels after it use what worked.
 
 Each row: id, chapter, label, kernel, ok/check (the output check), seconds, summary (the figures the
 chapters quote: pipe utilisation, achieved occupancy, blocks per SM, the top warp-stall reasons, L2 and
@@ -467,20 +470,20 @@ def profile_one(k: dict, metrics, log_dir: Path, ncu: str, timeout: float = CHIL
                 sections=SECTIONS) -> dict:
     """Profile one kernel in a child process under ncu; the row (an "error" in it when it failed).
 
-    When ncu gives no counters although the child ran to its end (or ncu complains of a metric or a
-    section), the kernel is profiled once more with only what was seen working on the H200 (VERIFIED,
-    VERIFIED_SECTIONS); the row then has "fallback": True."""
+    When ncu gives no counters although the child ran to its end, or ncu complains of a metric or a
+    section: the metrics its message names are dropped and the kernel is profiled again; if it names
+    none, again with only what was seen working on the H200 (VERIFIED, VERIFIED_SECTIONS). The row
+    then says so ("refused_metrics", "fallback") and carries what worked ("metrics_used",
+    "sections_used") for the kernels after it. At most three runs per kernel."""
     env = {**os.environ, "PYTHONPATH": str(config.ROOT)}
     env.pop("JUDGE_RECORD", None)                   # the child never writes the record
     t = time.time()
     log = log_dir / f"{k['id']}.csv"
     row = {"id": k["id"], "chapter": k["chapter"], "label": k["label"], "kernel": k["kernel"],
            "variant": k.get("variant", False), "size": "4096^3" if k["chapter"] != "ch03" else "chapter's defaults"}
-    tries = [(list(metrics), tuple(sections))]
-    if (list(metrics), tuple(sections)) != (list(VERIFIED), VERIFIED_SECTIONS):
-        tries.append((list(VERIFIED), VERIFIED_SECTIONS))
+    mets, secs = list(metrics), tuple(sections)
     parsed = []
-    for attempt, (mets, secs) in enumerate(tries):
+    for attempt in range(3):
         if log.exists():
             log.unlink()
         rc, out = _run(ncu_command(k["id"], k["kernel"], mets, log, ncu, secs), timeout, env)
@@ -490,14 +493,23 @@ def profile_one(k: dict, metrics, log_dir: Path, ncu: str, timeout: float = CHIL
         row["ok"] = bool(check) and check[-1].split()[1] == "ok"
         row["check"] = check[-1].split(None, 2)[-1] if check else f"the child printed no check (rc {rc})"
         if parsed:
-            if attempt:
-                row["fallback"] = True
             break
-        row["error"] = f"rc {rc}; " + " | ".join((text + "\n" + out).strip().splitlines()[-6:])[-600:]
-        ncu_trouble = bool(check) or re.search(r"metric|section", text + out, re.I)
-        if rc == "HANG" or attempt == len(tries) - 1 or not ncu_trouble:
+        said = text + "\n" + out
+        row["error"] = f"rc {rc}; " + " | ".join(said.strip().splitlines()[-6:])[-600:]
+        if rc == "HANG" or not (check or re.search(r"metric|section", said, re.I)):
+            break                                   # the child itself failed: another run would too
+        named = [m for m in mets if m in said or re.search(rf"\b{re.escape(m.split('.')[0])}\b", said)]
+        if named and len(named) < len(mets):
+            mets = [m for m in mets if m not in named]
+            row.setdefault("refused_metrics", []).extend(named)
+            print(f"   {k['id']}: ncu refused {', '.join(named)}; again without", flush=True)
+        elif (mets, secs) != (list(VERIFIED), VERIFIED_SECTIONS):
+            mets, secs = list(VERIFIED), VERIFIED_SECTIONS
+            row["fallback"] = True
+            print(f"   {k['id']}: no counters from ncu; again with the verified metrics and sections only", flush=True)
+        else:
             break
-        print(f"   {k['id']}: no counters from ncu; again with the verified metrics and sections only", flush=True)
+    row["metrics_used"], row["sections_used"] = mets, list(secs)
     row["seconds"] = round(time.time() - t, 1)
     if parsed:
         row.pop("error", None)
@@ -571,10 +583,11 @@ def profile_all(out_dir: Path, only: str = "", save: bool = True, timeout: float
         print(f"[{i}/{len(todo)}] {k['id']}: {r['seconds']:.1f} s, "
               + ("check ok" if r.get("ok") else f"check {r.get('check', '')[:120]}")
               + ("" if "summary" in r else f", FAILED: {r.get('error', '')[:200]}"), flush=True)
-        if r.get("fallback") and metrics != list(VERIFIED):
-            print("   from here on: the verified metrics and sections only", flush=True)
-            metrics, sections = list(VERIFIED), VERIFIED_SECTIONS
-            meta.update(fallback_from=k["id"], sections=list(sections))
+        if "summary" in r and (r["metrics_used"], tuple(r["sections_used"])) != (list(metrics), tuple(sections)):
+            metrics, sections = r["metrics_used"], tuple(r["sections_used"])    # what worked, for the rest
+            print(f"   from here on: {len(metrics)} metrics, sections {', '.join(sections)}", flush=True)
+            meta.update(changed_at=k["id"], sections=list(sections))
+            meta["dropped_metrics"] = [m for m in WANTED if m not in metrics]
         json_path.write_text(json.dumps({**meta, "metrics": metrics, "rows": kept + rows}, indent=1, default=str))
         last_of_chapter = i == len(todo) or todo[i]["chapter"] != k["chapter"]
         if save and last_of_chapter:        # saved chapter by chapter: a pass cut short keeps what it did
