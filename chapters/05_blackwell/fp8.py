@@ -686,11 +686,11 @@ def accumulation_error(ks=(4096, 8192, 16384), m: int = 1024, dists=("normal", "
                 path = name.split(" ")[0]
                 out.append({"inputs": dist, "K": K, "M = N": m, "path": name, "seed": seed,
                             "what": PATHS[path] + (", fp32 out, unit scalar scales" if not bf16_out else ""),
-                            "rel_err": float(np.linalg.norm(v - ref) / norm) if finite else float("nan"),
+                            "rel_err": float(np.linalg.norm(v - ref) / norm) if finite else None,
                             "floor (bf16 rounding)": floor if bf16_out else 0.0,
                             "vs_rounded": float(np.linalg.norm(v - (rounded if bf16_out else ref)) / norm)
-                            if finite else float("nan"),
-                            "share != correctly rounded": float(np.mean(v != rounded)) if bf16_out else float("nan"),
+                            if finite else None,
+                            "share != correctly rounded": float(np.mean(v != rounded)) if bf16_out else None,
                             "not_finite": int((~np.isfinite(v)).sum())})
             del qa, qb, got
             torch.cuda.empty_cache()
@@ -718,7 +718,8 @@ def print_compare(res: dict) -> None:
     print("small checks:", res["checks"])
     for n, s in res.get("speed", {}).get("sizes", {}).items():
         print(f"\nn = {n} ({s['scales']}), clock during the rounds: {s['clock_during']}")
-        show.table([{k: r[k] for k in ("path", "TFLOPS", "ms", "p10_ms", "p90_ms", "rel_err", "ok")} for r in s["rows"]])
+        show.table([{k: r[k] for k in ("path", "TFLOPS", "ms", "p10_ms", "p90_ms", "rel_err", "ok")} for r in s["rows"]],
+                   floatfmt="{:.4g}")
         for p in s["pairs"]:
             print(f"  {p['kernel']} vs {p['against']}: {p['speed ratio (medians)']:.3f} "
                   f"(per round {p['per-round ratio p10']:.3f}..{p['per-round ratio p90']:.3f})")
