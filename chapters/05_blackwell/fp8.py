@@ -703,10 +703,17 @@ def compare_run(sizes=(4096, 8192), ks=(4096, 8192, 16384), rounds: int = 30) ->
     from judge import gpu
     t0 = time.time()
     checks = {"plain 256x256x512": wgmma_fp8_check(), "PROMOTE=1 200x264x272": wgmma_fp8_check(200, 264, 272, promote=True)}
-    res = {"device": gpu.info().line(), "checks": checks}
+    res = {"device": gpu.info().line(), "checks": checks, "accuracy": []}
+    parts = [("accuracy", lambda: accumulation_error(ks))]
     if all(checks.values()):
-        res["speed"] = like_for_like(sizes, rounds)
-    res["accuracy"] = accumulation_error(ks)
+        parts.insert(0, ("speed", lambda: like_for_like(sizes, rounds)))
+    for key, fn in parts:          # one part failing must not cost the other its figures
+        try:
+            res[key] = fn()
+        except Exception as e:  # noqa: BLE001 - reported in the result and on the terminal
+            import traceback
+            traceback.print_exc()
+            res.setdefault("errors", {})[key] = f"{type(e).__name__}: {e}"[:500]
     res["seconds"] = time.time() - t0
     return res
 
@@ -716,6 +723,8 @@ def print_compare(res: dict) -> None:
     from judge.draw import show
     print(res.get("device", ""))
     print("small checks:", res["checks"])
+    for key, err in res.get("errors", {}).items():
+        print(f"{key}: FAILED: {err}")
     for n, s in res.get("speed", {}).get("sizes", {}).items():
         print(f"\nn = {n} ({s['scales']}), clock during the rounds: {s['clock_during']}")
         show.table([{k: r[k] for k in ("path", "TFLOPS", "ms", "p10_ms", "p90_ms", "rel_err", "ok")} for r in s["rows"]],
@@ -756,13 +765,14 @@ if __name__ == "__main__":
         sys.exit(0 if all(x["ok"] for x in r) else 1)
     if what == "compare":
         res = compare_run()
-        print_compare(res)
-        from judge import record                  # writes only in the record run (JUDGE_RECORD=1)
-        record.save("ch05.fp8_like_for_like", res, sources=[__file__, _fp8_source()])
-        if out_dir:
+        if out_dir:                               # first, so that nothing after it can lose the figures
             Path(out_dir).mkdir(parents=True, exist_ok=True)
             (Path(out_dir) / "fp8.json").write_text(json.dumps(res, indent=1, default=str))
+        print_compare(res)
+        if out_dir:
             print(f"-> {Path(out_dir) / 'fp8.json'} ({res['seconds']:.0f} s)")
+        from judge import record                  # writes only in the record run (JUDGE_RECORD=1)
+        record.save("ch05.fp8_like_for_like", res, sources=[__file__, _fp8_source()])
         ok = "speed" in res and all(r["ok"] for s in res["speed"]["sizes"].values() for r in s["rows"])
         sys.exit(0 if ok else 1)
     f = measure()
