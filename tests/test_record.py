@@ -1,11 +1,19 @@
-"""The Hopper record is current: every kernel and notebook ran on the H200 as it is now.
+"""tests/test_record.py - the Hopper record is current: every kernel and notebook ran on the H200 as it is now.
 
-When this fails, a kernel or notebook changed after its last recorded run: run
-`python -m judge.record.hopper_run` on an H200 and commit record/hopper.json.
+Run: python -m pytest tests/test_record.py -q      (no GPU: it reads record/hopper.json)
+
+When test_no_recorded_source_changed_since_it_ran fails, something a figure was measured with (a kernel,
+a header, a chapter's host module, a notebook, timing or launch) changed after its last recorded run: run
+`python -m judge.record.hopper_run` on an H200 and commit record/hopper.json. A change to what graded
+a figure (the CPU model, the grading wing) only warns, naming the sections to re-record (judge.record).
 """
 import json
+import warnings
+
+import pytest
 
 from judge import config, record
+from judge.record import reading
 
 KERNELS = sorted(config.CHAPTERS_DIR.rglob("*.cu")) + sorted(config.EXERCISES_DIR.glob("*/**/*.cu"))
 NOTEBOOKS = sorted(config.CHAPTERS_DIR.glob("*.ipynb"))
@@ -25,6 +33,13 @@ def test_the_record_exists_and_says_where_it_ran():
 
 def test_no_recorded_source_changed_since_it_ran():
     assert record.stale() == []
+
+
+def test_what_graded_the_record_changed_only_warns():
+    """Passes whatever changed in judge/model or judge/grading; the warning names the sections to re-record."""
+    note = record.regrade_note()
+    if note:
+        warnings.warn(note, stacklevel=1)
 
 
 def test_every_kernel_and_notebook_has_been_recorded():
@@ -48,19 +63,30 @@ def test_gpu_exercises_got_their_declared_verdicts_on_the_h200():
             if not sec["device"].startswith("compile-only"):
                 assert v["solution"]["tier"], v["solution"]
             for name, want in ex.fixtures.items():
+                assert name in v, f"{ex.id}: {name} never ran on the H200 (python -m judge.record.hopper_run)"
                 assert v[name]["verdict"] == want, (name, v[name])
 
 
-def test_stale_detection_notices_an_edited_kernel_or_notebook(tmp_path, monkeypatch):
+def _course(tmp_path, monkeypatch):
+    """A tiny copy of the course: one kernel, one notebook, one module of the CPU model, one of grading."""
     root = tmp_path / "course"
-    (root / "chapters").mkdir(parents=True)
-    cu, nb = root / "chapters" / "k.cu", root / "chapters" / "c.ipynb"
-    cu.write_text("// k.cu - a kernel\n")
-    nb.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "x = 1", "outputs": []}]}))
+    for d in ("chapters", "judge/model", "judge/grading", "record"):
+        (root / d).mkdir(parents=True)
+    files = {"cu": root / "chapters" / "k.cu", "nb": root / "chapters" / "c.ipynb",
+             "model": root / "judge" / "model" / "state.py", "flow": root / "judge" / "grading" / "cuda_flow.py"}
+    files["cu"].write_text("// k.cu - a kernel\n")
+    files["nb"].write_text(json.dumps({"cells": [{"cell_type": "code", "source": "x = 1", "outputs": []}]}))
+    files["model"].write_text('"""the state of the model"""\n')
+    files["flow"].write_text('"""the CUDA flow"""\n')
     monkeypatch.setattr(config, "ROOT", root)
-    monkeypatch.setattr(record, "RECORD", root / "record" / "hopper.json")
-    (root / "record").mkdir()
-    record.RECORD.write_text(json.dumps({"sections": {"ch": {
+    monkeypatch.setattr(reading, "RECORD", root / "record" / "hopper.json")
+    return root, files
+
+
+def test_stale_detection_notices_an_edited_kernel_or_notebook(tmp_path, monkeypatch):
+    root, f = _course(tmp_path, monkeypatch)
+    cu, nb = f["cu"], f["nb"]
+    reading.RECORD.write_text(json.dumps({"sections": {"ch": {
         "device": "NVIDIA H200", "date": "today", "sources": {
             "chapters/k.cu": record.source_hash(cu), "chapters/c.ipynb": record.source_hash(nb)}}}}))
     assert record.stale() == [] and record.unrecorded([cu, nb]) == []
@@ -73,6 +99,48 @@ def test_stale_detection_notices_an_edited_kernel_or_notebook(tmp_path, monkeypa
     assert [s for s in record.stale() if "k.cu" in s]
     (root / "chapters" / "new.cu").write_text("// new.cu - never ran\n")
     assert record.unrecorded([root / "chapters" / "new.cu"]) == ["chapters/new.cu"]
+
+
+@pytest.mark.parametrize("layout", ["today's record (one 'sources' table)", "two kinds ('sources', 'graded_by')"])
+def test_a_comment_in_the_cpu_model_only_warns_and_an_edited_kernel_still_fails(tmp_path, monkeypatch, layout):
+    root, f = _course(tmp_path, monkeypatch)
+    hashes = {str(p.relative_to(root)): record.source_hash(p) for p in f.values()}
+    sec = {"device": "NVIDIA H200", "date": "today", "sources": hashes}
+    if layout.startswith("two"):
+        sec = {**sec, "sources": {k: v for k, v in hashes.items() if not k.startswith("judge/")},
+               "graded_by": {k: v for k, v in hashes.items() if k.startswith("judge/")}}
+    reading.RECORD.write_text(json.dumps({"sections": {"exercise.x": sec, "ch01.y": {
+        "device": "NVIDIA H200", "date": "today", "sources": {"chapters/k.cu": hashes["chapters/k.cu"]}}}}))
+    assert record.stale() == [] and record.regrade() == {} and record.regrade_note() == ""
+    f["model"].write_text(f["model"].read_text() + "# a comment\n")
+    f["flow"].write_text(f["flow"].read_text() + "# another\n")
+    assert record.stale() == [], "a change to what graded a figure must not fail CI"
+    assert record.regrade() == {"exercise.x": ["judge/grading/cuda_flow.py", "judge/model/state.py"]} or \
+        sorted(record.regrade()["exercise.x"]) == ["judge/grading/cuda_flow.py", "judge/model/state.py"]
+    assert "exercise.x" in record.regrade_note() and "ch01.y" not in record.regrade_note()
+    f["cu"].write_text("// k.cu - a kernel, edited\n")
+    assert sorted(s.split(":")[0] for s in record.stale()) == ["ch01.y", "exercise.x"]
+
+
+def test_save_stores_the_two_kinds_apart(tmp_path, monkeypatch):
+    root, f = _course(tmp_path, monkeypatch)
+    monkeypatch.setenv("JUDGE_RECORD", "1")
+    assert record.save("compile.x", {"n": 1}, sources=list(f.values()), compile_only="sm_100a")
+    sec = record.load("compile.x")
+    assert set(sec["sources"]) == {"chapters/k.cu", "chapters/c.ipynb"}
+    assert set(sec["graded_by"]) == {"judge/model/state.py", "judge/grading/cuda_flow.py"}
+    assert record.kind_of("judge/gpu/timing.py") == record.kind_of("judge/gpu/launch.py") == "measured"
+    assert record.kind_of("exercises/ws_gemm/check.py") == "measured"     # its launch() and work() make the figure
+
+
+def test_python_m_judge_names_the_sections_to_re_record(tmp_path, monkeypatch, capsys):
+    root, f = _course(tmp_path, monkeypatch)
+    reading.RECORD.write_text(json.dumps({"sections": {"exercise.x": {
+        "device": "NVIDIA H200", "date": "today", "figures": {"n": 1},
+        "sources": {"judge/model/state.py": "0" * 64}}}}))
+    assert record.main() == 0
+    out = capsys.readouterr().out
+    assert "Warning:" in out and "re-record exercise.x" in out
 
 
 def test_the_readme_figures_are_the_recorded_ones():

@@ -1,14 +1,17 @@
-"""The Hopper record: what ran on the H200, with the hashes of the sources it ran.
+"""Writing the Hopper record: what ran on the H200, with the hashes of what it ran, in two kinds.
 
 record/hopper.json holds, per section (a notebook's figures, an exercise's verdicts):
-    {"device": ..., "driver": ..., "date": ..., "sources": {path: sha256}, "figures": {...}}
+    {"device": ..., "driver": ..., "date": ..., "figures": {...},
+     "sources": {path: sha256},        what the figures were measured with (a change fails CI)
+     "graded_by": {path: sha256}}      what graded them (a change warns; judge.record explains both)
 
     record.save("ch01.sgemm", {"tflops": ...}, notebook="chapters/01_cp_async.ipynb")
         writes only in the record run (JUDGE_RECORD=1, `python -m judge.record.hopper_run`);
         anywhere else it is a no-op, so a learner's own GPU cannot overwrite the course's figures.
     record.load("ch01.sgemm") -> the section, or None
-    record.stale() -> what changed since it was recorded (a CPU test fails on any)
-    python -m judge  -> prints what is here and the whole record
+    record.stale() -> what a figure was measured with and changed since (a CPU test fails on any)
+    record.regrade() -> what graded a figure and changed since (a warning naming the sections)
+    python -m judge  -> prints what is here, the whole record, and both kinds of change
 
 A source's hash: the file's bytes; for a notebook, its cells' sources only (outputs do not count).
 """
@@ -21,13 +24,24 @@ import tempfile
 import time
 from pathlib import Path
 
-from judge import config, record
-from judge.record import _rel, device_line, figures, load, read, source_hash  # noqa: F401 - re-exported
+from judge import config
+from judge.record import reading
+from judge.record.reading import (  # noqa: F401 - re-exported
+    _provenance, _rel, device_line, figures, kind_of, load, read, regrade, regrade_note, source_hash, stale)
 
 
-#: the judge modules whose code decides a recorded figure, when the process that saves it imported them
-MEASURING = {"judge.gpu.timing": "judge/gpu/timing.py", "judge.grading.compare": "judge/grading/compare.py",
-             "judge.gpu.launch": "judge/gpu/launch.py", "judge.grading.cuda_flow": "judge/grading/cuda_flow.py"}
+#: the judge modules a figure is measured with, when the process that saves it imported them
+MEASURED_WITH = {"judge.gpu.timing": "judge/gpu/timing.py", "judge.gpu.launch": "judge/gpu/launch.py"}
+
+
+def _graded_by_imported() -> set[Path]:
+    """The modules of the CPU model and the grading wing this process imported (what graded its figures)."""
+    out = set()
+    for name, m in list(sys.modules.items()):
+        f = getattr(m, "__file__", None)
+        if f and name.startswith(("judge.model", "judge.grading")) and config.ROOT in Path(f).resolve().parents:
+            out.add(Path(f).resolve())
+    return out
 
 _mark: set[Path] = set()          # sources already attributed to an earlier section of this process
 
@@ -49,9 +63,11 @@ def save(section: str, figures: dict, *, sources: list | None = None,  # noqa: F
          notebook: str | None = None, compile_only: str | None = None) -> bool:
     """Record figures measured here. Only in the record run (JUDGE_RECORD=1).
 
-    The section lists exactly the sources it ran: those given, the kernels built since the previous
-    save in this process, the course modules imported from chapters/ and exercises/, the judge's
-    measuring modules (MEASURING) this process imported, and the notebook. It stores the NVRTC version that compiled them.
+    The section lists exactly what it ran, in two kinds (judge.record): what the figures were measured
+    with (the sources given, the kernels and headers built since the previous save in this process, the
+    course modules imported from chapters/ and exercises/, the notebook, and MEASURED_WITH when imported)
+    and what graded them (the judge.model and judge.grading modules imported, and any given source that
+    kind_of() calls graded). It stores the NVRTC version that compiled them.
     compile_only="sm_100a": figures that need no GPU of that target (compile results, SASS features),
     recorded under that target rather than the GPU of this machine.
     """
@@ -64,7 +80,8 @@ def save(section: str, figures: dict, *, sources: list | None = None,  # noqa: F
         raise RuntimeError("record.save needs a GPU: figures are only recorded where they were measured")
     paths = set(Path(p).resolve() for p in (sources or []))
     paths |= _sources_since_last_save()
-    paths |= {(config.ROOT / f).resolve() for m, f in MEASURING.items() if m in sys.modules}
+    paths |= {(config.ROOT / f).resolve() for m, f in MEASURED_WITH.items() if m in sys.modules}
+    paths |= _graded_by_imported()
     if notebook:
         paths.add((config.ROOT / notebook).resolve())
     _mark.update(p for p in build.SOURCES_READ)
@@ -77,10 +94,11 @@ def save(section: str, figures: dict, *, sources: list | None = None,  # noqa: F
     data.setdefault("sections", {})[section] = {
         **where, "nvrtc": build.nvrtc_version(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "sources": {_rel(p): source_hash(p) for p in sorted(paths)},
+        "sources": {_rel(p): source_hash(p) for p in sorted(paths) if kind_of(_rel(p)) == "measured"},
+        "graded_by": {_rel(p): source_hash(p) for p in sorted(paths) if kind_of(_rel(p)) == "graded"},
         "figures": figures,
     }
-    path = record.RECORD
+    path = reading.RECORD
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent)
     with os.fdopen(fd, "w") as f:
@@ -89,24 +107,11 @@ def save(section: str, figures: dict, *, sources: list | None = None,  # noqa: F
     return True
 
 
-def stale() -> list[str]:
-    """Sources whose content differs from what was recorded (or that vanished)."""
-    out = []
-    for name, sec in read().get("sections", {}).items():
-        for rel, h in sec.get("sources", {}).items():
-            p = config.ROOT / rel
-            if not p.exists():
-                out.append(f"{name}: {rel} no longer exists")
-            elif source_hash(p) != h:
-                out.append(f"{name}: {rel} changed since it ran on {sec.get('device')} ({sec.get('date')})")
-    return out
-
-
 def unrecorded(paths) -> list[str]:
     """Which of these sources no recorded section ran."""
     seen = set()
     for sec in read().get("sections", {}).values():
-        seen |= set(sec.get("sources", {}))
+        seen |= {rel for rel, _ in _provenance(sec)}
     return [_rel(p) for p in paths if _rel(p) not in seen]
 
 
@@ -123,7 +128,10 @@ def main() -> int:
         shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in list(flat.items())[:6])
         print(f"  {name:<34} {data[name]['date']}  {shown}")
     st = stale()
-    print("\nThe record is current." if not st else "\nChanged since recorded:\n  " + "\n  ".join(st))
+    print("\nWhat the figures were measured with is current." if not st else
+          "\nMeasured with, changed since recorded (CI fails until re-recorded):\n  " + "\n  ".join(st))
+    note = regrade_note()
+    print(f"\nWarning: {note}" if note else "What graded them is current.")
     return 0
 
 

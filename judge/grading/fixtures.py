@@ -1,0 +1,265 @@
+"""Fixtures as the mistake itself: the solution plus one visible change, stored as a unified diff.
+
+    exercises/<id>/fixtures/wrong_buffer.cu.patch    a diff against solution.cu (what a reader reviews)
+    exercises/<id>/fixtures/correct_rolling.cu        a correct alternative written another way: a whole file
+
+exercise.toml keeps the fixture's name ("wrong_buffer.cu"), so verdict tables and the record keep their
+keys. ex.fixture_path(name) gives a file to grade either way: a stored file, or the solution with the
+patch applied in memory and written into the judge's cache (keyed by both texts), under the fixture's
+own name. A patch applies as `patch` would, without fuzz: every context and removed line must match
+the current solution exactly (an offset is allowed), so a solution change that touches a fixture's
+mistake says so instead of grading a different program.
+
+    python -m judge.grading.fixtures --to-patches cp_async_sgemm   # whole copies -> patches, where small
+    python -m judge.grading.fixtures --check                       # every patch applies to its solution
+
+--to-patches converts a non-PASS fixture only when its diff is small against the solution (at most
+MAX_CHANGED of its lines); the solution's own commentary that a copy dropped (BEGIN/END SOLUTION
+regions' comments, explanations) is kept rather than carried as a deletion, so the diff shows the
+mistake and the fixture's first line, which says what the mistake is.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import hashlib
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+from judge import config
+
+PATCH_SUFFIX = ".patch"
+MAX_CHANGED = 0.3            # a diff changing more than this share of the solution's lines stays a file
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_NO_NEWLINE = "\\ No newline at end of file"
+
+
+class PatchError(ValueError):
+    """A fixture's patch does not apply to the current solution: names the fixture and the line."""
+
+
+# ------------------------------------------------------------------------------------------ diffs
+def make_patch(solution: str, fixture: str, name: str, solution_name: str = "solution") -> str:
+    """A unified diff (3 lines of context) that turns `solution` into `fixture`."""
+    a, b = solution.splitlines(keepends=True), fixture.splitlines(keepends=True)
+    out = []
+    for line in difflib.unified_diff(a, b, f"a/{solution_name}", f"b/{name}", n=3):
+        if line.endswith("\n"):
+            out.append(line)
+        else:
+            out.append(line + "\n" + _NO_NEWLINE + "\n")
+    return "".join(out)
+
+
+def apply_patch(text: str, patch: str, where: str = "patch") -> str:
+    """`text` with the unified diff `patch` applied; PatchError when a hunk does not match exactly."""
+    lines = text.splitlines(keepends=True)
+    plines = patch.splitlines(keepends=True)
+    out, pos, i, offset = [], 0, 0, 0
+    while i < len(plines) and not plines[i].startswith("@@"):
+        i += 1                                          # the ---/+++ header
+    while i < len(plines):
+        m = _HUNK.match(plines[i])
+        if not m:
+            raise PatchError(f"{where}: line {i + 1} should start a hunk (@@ -a,b +c,d @@): {plines[i]!r}")
+        start = int(m.group(1)) - (0 if m.group(2) == "0" else 1)
+        i += 1
+        old, new, prev = [], [], " "
+        while i < len(plines) and not plines[i].startswith("@@"):
+            p = plines[i]
+            if p.startswith(_NO_NEWLINE[:10]):
+                for side in (old, new) if prev == " " else (old,) if prev == "-" else (new,):
+                    side[-1] = side[-1].rstrip("\n")
+            elif p[:1] in (" ", "-", "+"):
+                prev = p[0]
+                if p[0] in " -":
+                    old.append(p[1:])
+                if p[0] in " +":
+                    new.append(p[1:])
+            elif p.strip() == "":
+                prev = " "
+                old.append("\n")
+                new.append("\n")
+            else:
+                raise PatchError(f"{where}: line {i + 1} is neither context, removal nor addition: {p!r}")
+            i += 1
+        at = _find(lines, old, start + offset, pos)
+        if at is None:
+            raise PatchError(f"{where}: the hunk at solution line {start + 1} does not match the solution "
+                             f"(first line expected: {old[0].rstrip() if old else '(none)'!r}); the solution "
+                             f"changed there: rewrite the fixture as the new solution plus its mistake")
+        offset = at - start
+        out.extend(lines[pos:at])
+        out.extend(new)
+        pos = at + len(old)
+    out.extend(lines[pos:])
+    return "".join(out)
+
+
+def _find(lines, block, guess, lo):
+    """Where `block` sits in `lines` at or after `lo`, nearest to `guess`; None if nowhere."""
+    n = len(block)
+    cands = [guess] + [guess + d * s for d in range(1, len(lines) + 1) for s in (-1, 1)]
+    for at in cands:
+        if lo <= at <= len(lines) - n and lines[at:at + n] == block:
+            return at
+    return None
+
+
+# ------------------------------------------------------------------------------------------ an exercise's fixtures
+def patch_path(ex, name: str) -> Path:
+    return ex.folder / "fixtures" / (name + PATCH_SUFFIX)
+
+
+def stored_path(ex, name: str) -> Path:
+    return ex.folder / "fixtures" / name
+
+
+def is_patch(ex, name: str) -> bool:
+    return patch_path(ex, name).exists()
+
+
+def text(ex, name: str) -> str:
+    """The fixture's source: the stored file, or the solution with its patch applied."""
+    whole = stored_path(ex, name)
+    if whole.exists():
+        return whole.read_text()
+    p = patch_path(ex, name)
+    if not p.exists():
+        raise FileNotFoundError(f"{ex.id}: fixture {name} is declared in exercise.toml but neither "
+                                f"fixtures/{name} nor fixtures/{name}{PATCH_SUFFIX} exists")
+    return apply_patch(ex.solution_path.read_text(), p.read_text(), f"{ex.id}/fixtures/{p.name}")
+
+
+def materialize(ex, name: str) -> Path:
+    """A file holding fixture `name` under its own name: the stored file, or one written into the cache."""
+    whole = stored_path(ex, name)
+    if whole.exists():
+        return whole
+    src = text(ex, name)
+    key = hashlib.sha256(f"{ex.id}\0{name}\0{src}".encode()).hexdigest()[:16]
+    dest = config.cache_dir() / "fixtures" / ex.id / key / name
+    if not dest.exists() or dest.read_text() != src:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=dest.parent)      # written, then renamed into place
+        with os.fdopen(fd, "w") as f:
+            f.write(src)
+        os.replace(tmp, dest)
+    return dest
+
+
+def resolve(path) -> Path:
+    """A fixture named by its path (exercises/<id>/fixtures/NAME): the file itself, or, when only NAME.patch
+    is stored, the file that patch makes (for code that names fixtures by path, e.g. the model's tests)."""
+    path = Path(path)
+    if path.exists() or not (path.parent / (path.name + PATCH_SUFFIX)).exists():
+        return path
+    from judge.grading import exercise
+    return materialize(exercise.load(path.parent.parent), path.name)
+
+
+def on_disk(ex) -> set[str]:
+    """Names of the fixtures stored in the folder (a patch counts under the name it produces)."""
+    out = set()
+    for p in (ex.folder / "fixtures").iterdir() if (ex.folder / "fixtures").is_dir() else ():
+        if not p.is_file():
+            continue
+        name = p.name[:-len(PATCH_SUFFIX)] if p.name.endswith(PATCH_SUFFIX) else p.name
+        if Path(name).suffix in (".py", ".cu"):
+            out.add(name)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ converting copies
+_COMMENT = {".cu": "//", ".cuh": "//", ".py": "#"}
+
+
+def _commentary(line: str, ext: str) -> bool:
+    s = line.strip()
+    return s == "" or s.startswith(_COMMENT.get(ext, "#"))
+
+
+def as_mistake(solution: str, fixture: str, ext: str) -> str:
+    """The fixture with the solution's commentary put back where the copy only dropped it: deletions of
+    comment or blank lines are undone (not line 1, which names the fixture), every other change kept."""
+    a, b = solution.splitlines(keepends=True), fixture.splitlines(keepends=True)
+    out = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op == "delete" and i1 > 0 and all(_commentary(l, ext) for l in a[i1:i2]):
+            out.extend(a[i1:i2])
+        else:
+            out.extend(b[j1:j2])
+    return "".join(out)
+
+
+def changed_lines(patch: str) -> int:
+    return sum(1 for l in patch.splitlines() if l[:1] in "+-" and not l.startswith(("+++", "---")))
+
+
+def to_patches(ex, max_changed: float = MAX_CHANGED, dry_run: bool = False) -> list[str]:
+    """Replace each whole-copy non-PASS fixture by a patch when its diff is small; returns what it did."""
+    solution = ex.solution_path.read_text()
+    limit = max(4, int(max_changed * len(solution.splitlines())))
+    report = []
+    for name, spec in ex.fixture_specs.items():
+        whole = stored_path(ex, name)
+        if not whole.exists():
+            report.append(f"{name}: already a patch")
+            continue
+        if spec.verdict == "PASS":
+            report.append(f"{name}: a correct alternative, kept whole")
+            continue
+        fixed = as_mistake(solution, whole.read_text(), ex.ext)
+        patch = make_patch(solution, fixed, name, ex.solution_path.name)
+        n = changed_lines(patch)
+        if n > limit:
+            report.append(f"{name}: {n} changed lines (more than {limit}): kept whole; say why in exercise.toml "
+                          f"(whole = \"...\")")
+            continue
+        assert apply_patch(solution, patch, name) == fixed
+        if not dry_run:
+            patch_path(ex, name).write_text(patch)
+            whole.unlink()
+        report.append(f"{name}: -> {name}{PATCH_SUFFIX} ({n} changed lines)")
+    return report
+
+
+def check(ex) -> list[str]:
+    """Problems with an exercise's fixtures: patches that do not apply, whole copies of the solution."""
+    problems = []
+    for name, spec in ex.fixture_specs.items():
+        try:
+            text(ex, name)
+        except (PatchError, FileNotFoundError) as e:
+            problems.append(str(e))
+            continue
+        if spec.verdict != "PASS" and not is_patch(ex, name) and not spec.whole:
+            problems.append(f"{ex.id}: {name} is a whole copy of a solution with a mistake: store it as "
+                            f"fixtures/{name}{PATCH_SUFFIX} (python -m judge.grading.fixtures --to-patches {ex.id}), "
+                            f"or say in exercise.toml why it is written another way (whole = \"...\")")
+    return problems
+
+
+def main(argv=None) -> int:
+    from judge.grading import exercise
+    ap = argparse.ArgumentParser(prog="python -m judge.grading.fixtures", description=__doc__.splitlines()[0])
+    ap.add_argument("--to-patches", metavar="EXERCISE", nargs="+", help="convert whole-copy fixtures to patches")
+    ap.add_argument("--dry-run", action="store_true", help="say what --to-patches would do, change nothing")
+    ap.add_argument("--check", action="store_true", help="every patch applies; no wrong fixture is a whole copy")
+    args = ap.parse_args(argv)
+    if args.to_patches:
+        for ex_id in args.to_patches:
+            ex = exercise.get(ex_id)
+            for line in to_patches(ex, dry_run=args.dry_run):
+                print(f"{ex.id}: {line}")
+        return 0
+    problems = [p for ex in exercise.all_exercises() for p in check(ex)]
+    print("\n".join(problems) if problems else "every fixture is a patch that applies, or a file with a reason")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
