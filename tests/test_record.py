@@ -163,3 +163,62 @@ def test_each_reference_solution_clears_its_tier_by_more_than_the_measured_sprea
         spread = max(m["spread"], m["ceiling_spread"], config.TIER_SPREAD_FLOOR)
         assert m["fraction"] >= float(ex.tiers[tier]) * (1 + spread), (ex.id, tier, m["fraction"], spread)
 
+
+
+def test_each_chapter_declares_the_sections_it_records_and_saves_them():
+    """chapters/NN_name/figures.toml lists the sections its notebook and host modules save; the record has no
+    chapter section its chapter does not declare."""
+    declared = {}
+    for path, decl in record.write.declarations():
+        for name in decl.get("sections", []):
+            declared[name] = path
+    for folder in sorted(p for p in config.CHAPTERS_DIR.iterdir() if p.is_dir()):
+        fig = folder / "figures.toml"
+        assert fig.exists(), f"{folder.name}: no figures.toml (CONTRIBUTING.md, 'A chapter')"
+        nb = json.loads((config.CHAPTERS_DIR / f"{folder.name}.ipynb").read_text())
+        text = "".join("".join(c["source"]) for c in nb["cells"]) + "".join(p.read_text() for p in folder.glob("*.py"))
+        for name, where in declared.items():
+            if where == fig:
+                assert f'"{name}"' in text, f"{fig}: declares {name}, which neither its notebook nor a module saves"
+    for name in record.read().get("sections", {}):
+        if name.startswith("ch"):
+            assert name in declared, f"section {name} is recorded but no chapter's figures.toml declares it"
+
+
+def test_the_readme_table_is_built_from_the_declarations(tmp_path, monkeypatch):
+    """Rows come from each figures.toml, in order, through the formatter its kind names."""
+    root = tmp_path / "course"
+    for d in ("chapters/01_x", "record", "exercises"):
+        (root / d).mkdir(parents=True)
+    monkeypatch.setattr(config, "CHAPTERS_DIR", root / "chapters")
+    monkeypatch.setattr(config, "RECORD_DIR", root / "record")
+    monkeypatch.setattr(config, "EXERCISES_DIR", root / "exercises")
+    monkeypatch.setattr(reading, "RECORD", root / "record" / "hopper.json")
+    reading.RECORD.write_text(json.dumps({"sections": {
+        "ch01.speed": {"figures": {"rows": [{"k": "a", "n": 1, "v": 2.25}, {"k": "b", "n": 1, "v": 7.5},
+                                            {"k": "b", "n": 2, "v": 9.0}], "sizes": {"64": {"x": 3}}}},
+        "exercise.e": {"figures": {"verdicts": {
+            "solution": {"verdict": "PASS", "tier": "gold", "measurements": {"fraction": 0.5, "ceiling": "copy"}},
+            "wrong.cu": {"verdict": "WRONG", "expected": "WRONG"}}}}}}))
+    (root / "chapters" / "01_x" / "figures.toml").write_text('''order = 1
+sections = ["ch01.speed"]
+[[readme]]
+what = "fastest ({m[k]})"
+figure = "{m[v]:.1f} then {o[v]:.0f}; size 64 gives {f[ch01.speed][sizes][64][x]}"
+pick.m = { section = "ch01.speed", best = "v" }
+pick.o = { section = "ch01.speed", where = { k = "{m[k]}", n = 2 } }
+[[readme]]
+kind = "list"
+what = "all at n = 1"
+figure = "{items}"
+item = "{r[k]}={r[v]}"
+rows = { section = "ch01.speed", where = { n = 1 } }
+''')
+    (root / "exercises" / "figures.toml").write_text('order = 100\n[[readme]]\nkind = "exercises"\n')
+    assert record.figures_table().splitlines()[2:] == [
+        "| fastest (b) | 9.0 then 9; size 64 gives 3 |",
+        "| all at n = 1 | a=2.25, b=7.5 |",
+        "| exercise e: reference / 1 fixtures | PASS (gold), 0.50 of copy / every verdict as declared |"]
+    (root / "record" / "figures.toml").write_text('[[readme]]\nkind = "chart"\n')
+    with pytest.raises(ValueError, match="kind 'chart'"):
+        record.figures_table()
