@@ -34,6 +34,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 from judge import config
+from judge.grading import patches
 
 _BEGIN = re.compile(r"^(\s*)(#|//)\s*BEGIN SOLUTION\b")
 _END = re.compile(r"^\s*(#|//)\s*END SOLUTION\b")
@@ -196,9 +197,8 @@ class Exercise:
 
     def fixture_path(self, name: str) -> Path:
         """A file holding fixture `name`: the stored one, or the solution with its patch applied, written
-        into the judge's cache (judge.grading.fixtures)."""
-        from judge.grading import fixtures
-        return fixtures.materialize(self, name)
+        into the judge's cache (judge.grading.patches)."""
+        return patches.materialize(self, name)
 
     def statement(self) -> str:
         return self.statement_path.read_text()
