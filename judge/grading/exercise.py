@@ -336,9 +336,6 @@ def load(folder: Path) -> Exercise:
     return ex
 
 
-_load = load
-
-
 def all_exercises() -> list[Exercise]:
     exs = [load(p.parent) for p in sorted(config.EXERCISES_DIR.glob("*/exercise.toml"))]
     return sorted(exs, key=lambda e: (e.chapter, e.order, e.id))
