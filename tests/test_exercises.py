@@ -279,3 +279,19 @@ def test_the_starters_command_finds_and_rewrites_a_stale_starter(tmp_path, monke
     assert starters.main(["--check"]) == 1 and "group_accounting" in capsys.readouterr().out
     assert starters.main(["group_accounting"]) == 0
     assert ex.starter_path.read_text() == ex.starter_text() and starters.main(["--check"]) == 0
+
+
+def test_converting_a_copy_keeps_the_solution_s_commentary_and_shows_the_mistake():
+    sol = ('"""m.py - the module.\n\nLonger text.\n"""\n\n\ndef f(x):\n    """Twice x."""\n'
+           '    # BEGIN SOLUTION\n    #> raise NotImplementedError\n    y = x + x\n    return y\n    # END SOLUTION\n')
+    copy = '"""Fixture (WRONG): adds once."""\n\n\ndef f(x):\n    return x\n'
+    fixed = fixtures.as_mistake(sol, copy, ".py")
+    patch = fixtures.make_patch(sol, fixed, "wrong_once.py")
+    assert fixtures.apply_patch(sol, patch) == fixed
+    added = [l for l in patch.splitlines() if l.startswith("+") and not l.startswith("+++")]
+    removed = [l for l in patch.splitlines() if l.startswith("-") and not l.startswith("---")]
+    assert added == ["+# Fixture (WRONG): adds once.", "+    return x"], patch
+    assert removed == ["-    y = x + x", "-    return y"], patch          # docstrings and markers stay
+    ns = {}
+    exec(compile(fixed, "wrong_once.py", "exec"), ns)
+    assert ns["f"](3) == 3

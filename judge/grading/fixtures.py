@@ -21,6 +21,7 @@ mistake and the fixture's first line, which says what the mistake is.
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 import sys
 from pathlib import Path
@@ -46,22 +47,65 @@ def resolve(path) -> Path:
 _COMMENT = {".cu": "//", ".cuh": "//", ".py": "#"}
 
 
-def _commentary(line: str, ext: str) -> bool:
-    s = line.strip()
-    return s == "" or s.startswith(_COMMENT.get(ext, "#"))
+def _commentary(text: str, ext: str) -> set[int]:
+    """Indices of the lines that only explain: blank lines, comment lines, and (Python) docstrings."""
+    lines = text.splitlines()
+    mark = _COMMENT.get(ext, "#")
+    out = {i for i, l in enumerate(lines) if not l.strip() or l.strip().startswith(mark)}
+    if ext == ".py":
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            return out
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if (isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body
+                    and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                out |= set(range(body[0].lineno - 1, body[0].end_lineno))
+    return out
+
+
+def _header(fixture_lines: list[str], ext: str) -> list[str]:
+    """A Python fixture's opening docstring as comment lines (the solution keeps its own docstring)."""
+    if ext != ".py":
+        return fixture_lines
+    text = "".join(fixture_lines).strip().strip('"').strip("'").strip()
+    return [f"# {l.strip()}\n" if l.strip() else "#\n" for l in text.splitlines()]
 
 
 def as_mistake(solution: str, fixture: str, ext: str) -> str:
-    """The fixture with the solution's commentary put back where the copy only dropped it: deletions of
-    comment or blank lines are undone (not line 1, which names the fixture), every other change kept."""
+    """The fixture as the solution plus its mistake: where a copy only dropped or reworded the solution's
+    commentary (comments, blank lines, docstrings), the solution's is kept; at the edges of a change of
+    code the solution's commentary stays too. The fixture's opening line (CUDA) or docstring (Python,
+    as comment lines after the solution's) says what the mistake is. A result that is no longer valid
+    Python falls back to the fixture as it is."""
     a, b = solution.splitlines(keepends=True), fixture.splitlines(keepends=True)
+    ca, cb = _commentary(solution, ext), _commentary(fixture, ext)
     out = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if op == "delete" and i1 > 0 and all(_commentary(l, ext) for l in a[i1:i2]):
-            out.extend(a[i1:i2])
-        else:
+        sol_all = all(i in ca for i in range(i1, i2))
+        fix_all = all(j in cb for j in range(j1, j2))
+        if op == "equal" or op == "insert":
             out.extend(b[j1:j2])
-    return "".join(out)
+        elif op == "delete":
+            out.extend(a[i1:i2] if sol_all else [])
+        elif sol_all and fix_all:                        # commentary reworded
+            out.extend(a[i1:i2] + _header(b[j1:j2], ext) if i1 == 0 and ext == ".py"
+                       else b[j1:j2] if i1 == 0 else a[i1:i2])
+        elif sol_all:
+            out.extend(a[i1:i2] + b[j1:j2])
+        else:                                            # code changed: keep the solution's commentary at its edges
+            lead = next(k for k in range(i2 - i1) if i1 + k not in ca)
+            trail = next(k for k in range(i2 - i1) if i2 - 1 - k not in ca)
+            out.extend(a[i1:i1 + lead] + b[j1:j2] + a[i2 - trail:i2])
+    fixed = "".join(out)
+    if ext == ".py":
+        try:
+            ast.parse(fixed)
+        except SyntaxError:
+            return fixture
+    return fixed
 
 
 def to_patches(ex, max_changed: float = MAX_CHANGED, dry_run: bool = False) -> list[str]:
