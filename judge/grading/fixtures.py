@@ -14,9 +14,9 @@ mistake says so instead of grading a different program.
     python -m judge.grading.fixtures --check                       # every patch applies to its solution
 
 --to-patches converts a non-PASS fixture only when its diff is small against the solution (at most
-MAX_CHANGED of its lines); the solution's own commentary that a copy dropped (BEGIN/END SOLUTION
-regions' comments, explanations) is kept rather than carried as a deletion, so the diff shows the
-mistake and the fixture's first line, which says what the mistake is.
+MAX_CHANGED of its lines); the solution's own commentary that a copy dropped or reworded (comments,
+docstrings, BEGIN/END SOLUTION markers) is kept rather than carried as a change (as_mistake), so the
+diff shows the mistake and the fixture's opening line, which says what the mistake is.
 """
 from __future__ import annotations
 
