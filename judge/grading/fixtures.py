@@ -34,13 +34,18 @@ from judge.grading.patches import (  # noqa: F401 - re-exported: the one place t
 MAX_CHANGED = 0.3            # a diff changing more than this share of the solution's lines stays a file
 
 
-def resolve(path) -> Path:
+def resolve(path):
     """A fixture named by its path (exercises/<id>/fixtures/NAME): the file itself, or, when only NAME.patch
     is stored, the file that patch makes (for code that names fixtures by path, e.g. the model's tests)."""
-    path = Path(path)
-    if path.exists() or not (path.parent / (path.name + PATCH_SUFFIX)).exists():
+    if not isinstance(path, Path) and (not isinstance(path, str) or "\n" in path):
+        return path                                   # source text (build.compile takes both): as it is
+    p = Path(path)
+    try:
+        if p.exists() or not (p.parent / (p.name + PATCH_SUFFIX)).exists():
+            return path
+    except OSError:                                   # not a path at all (a one-line source, say)
         return path
-    return materialize(exercise.load(path.parent.parent), path.name)
+    return materialize(exercise.load(p.parent.parent), p.name)
 
 
 # ------------------------------------------------------------------------------------------ converting copies
