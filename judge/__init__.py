@@ -14,14 +14,18 @@ The house, one wing a folder (each opens with what it is):
     judge/model/     the CPU model of the machine: runs a kernel's own PTX, every async op as late as allowed
     judge/gpu/       building and running: toolkit (where NVRTC and headers are), build, launch, timing;
                      judge.gpu itself says what GPU is here
-    judge/grading/   exercises and their schema, the CUDA and Python flows, the three processes of a check
+    judge/grading/   exercises and their schema (exercise), fixtures as patches (fixtures, patches), starters,
+                     the CUDA and Python flows, the three processes of a check
                      (check_process -> check_child -> learner_process), compare, results, the workspace
-    judge/record/    the Hopper record: reading it, provenance and staleness, writing it, the H200 run
-    judge/draw/      timelines, tables and SASS excerpts for notebooks
+    judge/record/    the Hopper record: reading (provenance in two kinds: measured with, graded by), write
+                     (save, the README table from each chapter's figures.toml), hopper_run (the H200 run)
+    judge/draw/      timelines, tables and SASS excerpts for notebooks; house (the picture of this house)
     config.py        every default; cli.py the command line (`course ...`, practice/judge.py)
 
-Lower wings never import higher ones: hw <- model <- gpu <- grading <- record, draw beside them
-(tests/test_house.py checks it, function-level imports included).
+The wings stand in layers, floor first: config < hw < draw < model < gpu < grading < record < top
+(judge, __main__, cli). A module imports its own wing and those below it, never above, and no
+import cycle, function-level imports included: tests/test_house.py checks it and lists what still
+breaks it; docs/house.png is the picture (python -m judge.draw.house).
 """
 from judge import gpu  # noqa: F401 - judge.gpu.summary(), the first line of every notebook
 

@@ -30,6 +30,24 @@ def test_a_cp_async_kernel_builds_for_sm90a_and_its_sass_proves_it():
     assert b.resources["copy16"]["spill_stores"] == 0
 
 
+def test_a_file_builds_for_its_declared_target_without_a_target_argument():
+    from judge import config
+    b = build.compile(config.CHAPTERS_DIR / "05_blackwell" / "tcgen05_tile.cu")
+    assert b.target == "sm_100a" and "-arch=sm_100a" in b.options
+    assert b.uses("tcgen05")                       # UTCHMMA: an instruction sm_90a has not got
+
+
+def test_text_and_files_without_a_judge_line_build_for_the_default(tmp_path):
+    from judge import config
+    f = tmp_path / "plain.cu"
+    f.write_text('extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n')
+    assert build.compile(f).target == config.DEFAULT_TARGET
+    f.write_text('// plain.cu - one store\n// judge: target=sm_90 features=\n'
+                 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 2.0f; }\n')
+    assert build.compile(f).target == "sm_90"
+    assert build.compile(f, target="sm_90a").target == "sm_90a"     # an explicit target wins
+
+
 def test_plain_loads_show_no_ldgsts():
     b = build.compile('extern "C" __global__ void k(const float4* a, float4* b){ b[threadIdx.x] = a[threadIdx.x]; }')
     assert not b.uses("cp.async")

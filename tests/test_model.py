@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from judge.gpu import build
-from judge.grading import compare
+from judge.grading import compare, fixtures
 from judge import model
 from judge.hw import tma
 from pathlib import Path
@@ -31,7 +31,7 @@ def sgemm(path, M=128, N=128, K=72, seed=None, **kw):
     A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
     B = rng.uniform(-1, 1, (K, N)).astype(np.float32)
     C = compare.poison(np.empty((M, N), np.float32))
-    rep = model.run(build.compile(path), "sgemm_pipelined", grid=(N // 128, M // 128, 1), block=(256, 1, 1),
+    rep = model.run(build.compile(fixtures.resolve(path)), "sgemm_pipelined", grid=(N // 128, M // 128, 1), block=(256, 1, 1),
                     args=(np.int32(M), np.int32(N), np.int32(K), A, B, C), shared_bytes=3 * 8192, **kw)
     return C, A.astype(np.float64) @ B.astype(np.float64), rep
 
@@ -45,7 +45,7 @@ def tiles(path, rows=33, cols=68, seed=None, **kw):
     x = rng.standard_normal((rows, cols)).astype(np.float32)
     y = compare.poison(np.empty_like(x))
     maps = (tma.tensor_map_spec(x, box=(64, 32)), tma.tensor_map_spec(y, box=(64, 32)))
-    rep = model.run(build.compile(path), "tma_affine", grid=((cols + 63) // 64, (rows + 31) // 32, 1),
+    rep = model.run(build.compile(fixtures.resolve(path)), "tma_affine", grid=((cols + 63) // 64, (rows + 31) // 32, 1),
                     block=(128, 1, 1), args=maps, **kw)
     return y, 2.0 * x.astype(np.float64) + 1.0, rep
 
@@ -105,7 +105,7 @@ def test_an_ifdef_judge_trace_cannot_hide_the_race_from_the_graded_build():
     with pytest.raises(model.Violation):
         sgemm(SGEMM / "fixtures/wrong_trace_ifdef.cu")
     # the build with the define is the textbook loop and passes: the model runs the graded build
-    b = build.compile(SGEMM / "fixtures/wrong_trace_ifdef.cu", defines={"JUDGE_TRACE": None})
+    b = build.compile(fixtures.resolve(SGEMM / "fixtures/wrong_trace_ifdef.cu"), defines={"JUDGE_TRACE": None})
     rng = np.random.default_rng()
     A = rng.uniform(-1, 1, (128, 72)).astype(np.float32)
     B = rng.uniform(-1, 1, (72, 128)).astype(np.float32)

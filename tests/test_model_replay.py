@@ -8,7 +8,7 @@ copy landed nor before compute k-1 ended.
 import numpy as np
 
 from judge.gpu import build
-from judge.grading import compare, exercise
+from judge.grading import compare, exercise, fixtures
 from judge import model
 from judge.draw import timeline
 
@@ -19,7 +19,7 @@ def _run(path, K=64):
     ins = mod.inputs(case, np, np.random.default_rng())
     outs = mod.outputs(case, ins, np)
     compare.poison(outs["C"])
-    rep = model.run(build.compile(path), "sgemm_pipelined", grid=(1, 1, 1), block=(256, 1, 1),
+    rep = model.run(build.compile(fixtures.resolve(path)), "sgemm_pipelined", grid=(1, 1, 1), block=(256, 1, 1),
                     args=(np.int32(128), np.int32(128), np.int32(K), ins["A"], ins["B"], outs["C"]),
                     shared_bytes=3 * 8192)
     return rep, outs["C"], mod.reference(case, ins)["C"]

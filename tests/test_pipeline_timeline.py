@@ -148,10 +148,6 @@ def test_invalid_input_raises(case):
 
 
 # ------------------------------------------------------------------ starter
-def test_starter_is_generated_from_solution():
-    assert EX.starter_path.read_text() == exercise.make_starter(EX.solution_path.read_text())
-
-
 def test_starter_raises_not_implemented_with_guidance():
     starter = _load(EX.starter_path, "pipeline_timeline_starter")
     for fn in (starter.schedule, starter.pipeline_time):
@@ -182,13 +178,10 @@ def test_draw_returns_a_figure_with_two_axes_per_schedule(tmp_path):
 
 
 # ------------------------------------------------------------------ the judge, end to end
-def test_fixtures_declared_are_the_fixtures_present():
-    present = {p.name for p in (EX.folder / "fixtures").glob("*.py")}
-    assert present == set(EX.fixtures)
+def test_the_fixtures_tell_this_exercise_s_mistakes():      # the policy for every exercise: tests/test_exercises.py
     verdicts = list(EX.fixtures.values())
     assert verdicts.count("WRONG") >= 4 and verdicts.count("HANG") == 1
     assert EX.fixtures["correct_event_sim.py"] == "PASS"
-    assert all(EX.fixture_notes[f] for f in EX.fixtures), "every fixture says why"
 
 
 @pytest.mark.parametrize("name", sorted(EX.fixtures))

@@ -7,7 +7,8 @@
     b.uses("cp.async")          # True: LDGSTS is in the SASS
     k = b.kernel("sgemm")       # a cupy.RawKernel, on a machine with a GPU
 
-Source -> NVRTC -> cubin for an explicit target (default sm_90a), always; the same
+Source -> NVRTC -> cubin, always: for `target=` when given, else for the file's own
+`// judge: target=...` line (sm_90a when it has none, or when the source is text); the same
 cubin is disassembled (nvdisasm) and, on a GPU, loaded through cupy.RawModule.
 No CUDA toolkit is needed: NVRTC, the CUDA headers and nvdisasm come from pip wheels.
 
@@ -85,6 +86,18 @@ def judge_line(path) -> dict:
         else:
             raise ValueError(f"{path}: unknown key {key!r} in the judge line")
     return spec
+
+
+def declared_target(text: str, path: Path | None = None) -> str:
+    """The target a source declares in its `// judge: target=...` line; config.DEFAULT_TARGET without one."""
+    m = _JUDGE_LINE.search(text)
+    if not m:
+        return config.DEFAULT_TARGET
+    for item in m.group(1).split():
+        key, _, val = item.partition("=")
+        if key == "target" and val:
+            return val
+    return config.DEFAULT_TARGET
 
 
 # ---------------------------------------------------------------------------- source
@@ -207,9 +220,13 @@ def _is_path(source) -> bool:
     return isinstance(source, str) and "\n" not in source and source.endswith((".cu", ".cuh"))
 
 
-def compile(source, *, target: str = config.DEFAULT_TARGET, defines: dict | None = None,
+def compile(source, *, target: str | None = None, defines: dict | None = None,
             options: tuple[str, ...] = (), name: str | None = None) -> Build:
     """Compile a .cu file (path) or CUDA source text (str) to a cubin for `target`.
+
+    target: None builds for what the file declares (`// judge: target=sm_100a`: tcgen05 exists only
+    on sm_100a, wgmma only on sm_90a, so a file built for the wrong one does not compile), or for
+    config.DEFAULT_TARGET when it declares nothing.
 
     defines: {"STAGES": 4} becomes -DSTAGES=4. Raises CompileError with NVRTC's log,
     which names the file and line. Results are cached on disk (judge.config.cache_dir()).
@@ -226,6 +243,8 @@ def compile(source, *, target: str = config.DEFAULT_TARGET, defines: dict | None
     else:
         text = source
         name = name or "source.cu"
+    if target is None:
+        target = declared_target(text, path)
     full = inline_headers(text, path)
     opts = [f"-arch={target}", "-std=c++17", "-lineinfo", "-Xptxas=-v"]
     for k, v in sorted((defines or {}).items()):

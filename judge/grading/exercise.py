@@ -1,13 +1,22 @@
-"""Exercises: one folder each under exercises/, described by its exercise.toml.
+"""Exercises: one folder each under exercises/, described by its exercise.toml, read into dataclasses.
+
+    from judge.grading import exercise
+    ex = exercise.get("cp_async_sgemm")
+    ex.cases.list, ex.timing.case, ex.tiers["gold"], ex.fixture_specs["wrong_buffer.cu"].why
 
     exercises/<id>/
-        exercise.toml    id, title, chapter, difficulty, needs_gpu, learner_file, hints,
-                         [fixtures] (file -> verdict it must get), [tiers], features
+        exercise.toml    the schema below; CONTRIBUTING.md documents every key
         README.md        the statement a learner reads
         solution.<ext>   the reference solution: the single source of truth
-        starter.<ext>    generated from the solution (a test checks they agree)
-        check.py         the grader: check(sub) -> judge.grading.grade.Result, run in a child process
-        fixtures/        wrong (and correct) solutions the judge must grade as declared
+        starter.<ext>    generated from it (python -m judge.grading.starters; a test checks they agree)
+        check.py         the grader: check(sub) -> Result, or the CUDA flow's five functions
+        fixtures/        the mistakes the judge must catch: NAME.patch, the solution plus one change
+                         (judge.grading.fixtures), or a whole file written another way
+
+The schema is the dataclasses below: Exercise (the top level), Cases, Timing, Tiers, Tolerance, Log
+(and its LogRule) and Fixture. A key of exercise.toml is a field; a key that is no field is refused
+at load, with the file, the table and the keys allowed. Adding a key is one line: a field with its
+default in the dataclass of its table (and its line in CONTRIBUTING.md, which a test holds to it).
 
 The starter is the solution with each region between BEGIN SOLUTION and END SOLUTION
 comment lines replaced by that region's "starter lines": comment lines written
@@ -20,13 +29,16 @@ import importlib.util
 import re
 import sys
 import tomllib
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 from judge import config
+from judge.grading import patches
 
 _BEGIN = re.compile(r"^(\s*)(#|//)\s*BEGIN SOLUTION\b")
 _END = re.compile(r"^\s*(#|//)\s*END SOLUTION\b")
+VERDICTS = ("PASS", "WRONG", "TOO SLOW", "MISSING FEATURE", "HANG", "CRASH", "COMPILE ERROR", "SKIP")
 
 
 class UnknownExercise(KeyError):
@@ -39,23 +51,133 @@ class UnknownExercise(KeyError):
         return self.args[0]
 
 
+class SchemaError(ValueError):
+    """exercise.toml does not follow the schema: names the file, the table, the key and what is allowed."""
+
+
+def _not_toml(**kw):
+    return field(metadata={"toml": None}, **kw)
+
+
+def _table(cls):
+    """metadata for a field read from a table of its own by the dataclass `cls`"""
+    return {"load": lambda v, file, where: load_table(cls, v, file, where)}
+
+
+# ------------------------------------------------------------------------------------------ the schema
+@dataclass(frozen=True)
+class Fixture:
+    """[fixtures] "NAME" = { ... }: a file the judge must grade as declared."""
+    verdict: str                 # what the judge gives it on an H200 (CPU exercises: everywhere)
+    why: str = ""                # the mistake, in one sentence a reader understands
+    cpu: str = ""                # GPU exercises: the verdict without a GPU (the CPU model), where it differs
+    whole: str = ""              # a non-PASS fixture kept as a whole file, not a patch: why (written another way)
+    name: str = _not_toml(default="")
+
+
+_new_list = list     # Cases has a field called list
+
+
+@dataclass(frozen=True)
+class Cases:
+    """[cases]: the correctness cases of a GPU exercise (fresh random inputs each check)."""
+    list: list = field(default_factory=_new_list)   # every case on the GPU, e.g. {M = 128, N = 128, K = 8}
+    model: list = field(default_factory=_new_list)  # small cases the CPU model runs (default: the first of list)
+    threads: int = 0                             # threads per block a protocol replay assumes (tcgen05_gemm)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """[timing]: the timed case (its output is checked too) and the ceiling it is a fraction of."""
+    case: dict                   # the size that is timed
+    ceiling: str                 # copy | sgemm_fp32 | bf16_gemm | fp8_gemm | baseline (check.baseline)
+    peak: str = ""               # a rate above judge.config.HOPPER_PEAK[peak] is WRONG
+    max_fraction: float = 0.0    # a fraction of the ceiling above this is WRONG (0: no bound)
+    reps: int = 20               # timed launches (median)
+
+
+@dataclass(frozen=True)
+class Tiers(Mapping):
+    """[tiers]: fractions of the ceiling each tier needs. Reads as a mapping of the tiers given."""
+    bronze: float | None = None
+    silver: float | None = None
+    gold: float | None = None
+
+    def __getitem__(self, key):
+        v = getattr(self, key, None) if key in ("bronze", "silver", "gold") else None
+        if v is None:
+            raise KeyError(key)
+        return v
+
+    def __iter__(self):
+        return (k for k in ("bronze", "silver", "gold") if getattr(self, k) is not None)
+
+    def __len__(self):
+        return sum(1 for _ in self)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """[tolerance]: how close a GPU exercise's output must be (check.tolerance(case) overrides it)."""
+    exact: bool = False
+    rtol: float | None = None
+    atol: float | None = None
+    norm_tol: float | None = None
+
+
+@dataclass(frozen=True)
+class LogRule:
+    """[log] CODE = { verdict, why }: a compiler message that decides a verdict."""
+    verdict: str
+    why: str
+
+
+_LOG_CODE = re.compile(r"^C\d{4}$")
+
+
+@dataclass(frozen=True)
+class Log:
+    """[log]: `forbid = ["C7508"]` (WRONG with the engine's message) or one CODE = { verdict, why } each."""
+    forbid: list = field(default_factory=list)
+    rules: dict = _not_toml(default_factory=dict)    # code -> LogRule
+
+
 @dataclass
 class Exercise:
+    """The top level of exercise.toml, and where the exercise's files are."""
     id: str
     title: str
     chapter: int
-    difficulty: str
-    needs_gpu: bool
-    learner_file: str
-    folder: Path
-    hints: list[str] = field(default_factory=list)
-    fixtures: dict[str, str] = field(default_factory=dict)      # file -> expected verdict
-    fixture_notes: dict[str, str] = field(default_factory=dict)  # file -> why it must get that verdict
-    tiers: dict = field(default_factory=dict)
-    features: list[str] = field(default_factory=list)
-    order: int = 0
-    target: str = config.DEFAULT_TARGET      # what the learner's CUDA is built for (sm_90a, or sm_100a: compile-only here)
-    meta: dict = field(default_factory=dict, repr=False)   # the whole exercise.toml (cases, timing, tolerance, ...)
+    learner_file: str            # the file a learner writes (its extension says Python or CUDA)
+    folder: Path = _not_toml(default=Path("."))
+    order: int = 0               # place within the chapter
+    difficulty: str = "medium"   # easy | medium | hard
+    needs_gpu: bool = False      # a CUDA exercise graded by the CUDA flow
+    target: str = config.DEFAULT_TARGET  # what the learner's CUDA is built for (sm_90a; sm_100a: compile-only)
+    kernel: str = ""             # the kernel that is graded (GPU exercises)
+    features: list = field(default_factory=list)   # SASS features it must show (judge/hw/sass.py FEATURES)
+    hints: list = field(default_factory=list)      # shown one at a time by `practice/judge.py hint`
+    solution_cpu: str = "PASS"   # the solution's verdict without a GPU, where the CPU model cannot give PASS
+    cases: Cases = field(default_factory=Cases, metadata=_table(Cases))
+    uses: dict = field(default_factory=dict)       # path -> least share of shared-memory fills through it
+    timing: Timing | None = field(default=None, metadata=_table(Timing))
+    tiers: Tiers = field(default_factory=Tiers, metadata=_table(Tiers))
+    tolerance: Tolerance = field(default_factory=Tolerance, metadata=_table(Tolerance))
+    log: Log = field(default_factory=Log, metadata={"load": lambda v, file, where: _load_log(v, file, where)})
+    fixture_specs: dict = field(default_factory=dict, metadata={
+        "toml": "fixtures", "load": lambda v, file, where: _load_fixtures(v, file, where)})
+    meta: Mapping = _not_toml(default_factory=dict, repr=False)   # the whole exercise.toml, read-only
+
+    # -------------------------------------------------------------------------- derived
+    @property
+    def fixtures(self) -> dict[str, str]:
+        """file -> the verdict it must get (on an H200)"""
+        return {n: f.verdict for n, f in self.fixture_specs.items()}
+
+    @property
+    def fixture_notes(self) -> dict[str, str]:
+        """file -> why it must get that verdict"""
+        return {n: f.why for n, f in self.fixture_specs.items()}
 
     @property
     def ext(self) -> str:
@@ -74,7 +196,9 @@ class Exercise:
         return self.folder / "README.md"
 
     def fixture_path(self, name: str) -> Path:
-        return self.folder / "fixtures" / name
+        """A file holding fixture `name`: the stored one, or the solution with its patch applied, written
+        into the judge's cache (judge.grading.patches)."""
+        return patches.materialize(self, name)
 
     def statement(self) -> str:
         return self.statement_path.read_text()
@@ -92,6 +216,140 @@ class Exercise:
         return sorted(p for p in self.folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
 
 
+# ------------------------------------------------------------------------------------------ loading
+def toml_keys(cls) -> dict[str, object]:
+    """The keys a table read by `cls` may hold: toml name -> dataclass field."""
+    out = {}
+    for f in fields(cls):
+        key = f.metadata.get("toml", f.name)
+        if key is not None:
+            out[key] = f
+    return out
+
+
+_TYPES = {"str": str, "int": int, "bool": bool, "float": (int, float), "list": list, "dict": dict}
+
+
+def _check_type(value, annotation: str, file, where: str):
+    names = [a.strip() for a in str(annotation).split("|")]
+    allowed = tuple(t for n in names if n in _TYPES for t in (_TYPES[n] if isinstance(_TYPES[n], tuple)
+                                                               else (_TYPES[n],)))
+    if not allowed:
+        return
+    if isinstance(value, bool) and bool not in allowed:
+        allowed = ()
+    if not isinstance(value, allowed):
+        raise SchemaError(f"{file}: {where} = {value!r} should be {' or '.join(names)}")
+
+
+def load_table(cls, table, file, where: str):
+    """One TOML table into the dataclass `cls`; an unknown or missing key is a SchemaError."""
+    if not isinstance(table, dict):
+        raise SchemaError(f"{file}: [{where}] should be a table, not {table!r}")
+    keys = toml_keys(cls)
+    for key in table:
+        if key not in keys:
+            raise SchemaError(f"{file}: [{where}] has an unknown key {key!r}; the keys allowed there: "
+                              f"{', '.join(keys)} (CONTRIBUTING.md, 'exercise.toml')")
+    kwargs = {}
+    for key, f in keys.items():
+        if key not in table:
+            if f.default is MISSING and f.default_factory is MISSING:
+                raise SchemaError(f"{file}: [{where}] lacks the key {key!r}")
+            continue
+        load = f.metadata.get("load")
+        sub = f"{where}.{key}" if where != "top level" else key
+        if load:
+            kwargs[f.name] = load(table[key], file, sub)
+        else:
+            _check_type(table[key], f.type, file, sub)
+            kwargs[f.name] = table[key]
+    return cls(**kwargs)
+
+
+def _verdict(v, file, where):
+    if v not in VERDICTS:
+        raise SchemaError(f"{file}: {where} = {v!r} is no verdict; one of {', '.join(VERDICTS)}")
+    return v
+
+
+def _load_fixtures(table, file, where) -> dict[str, Fixture]:
+    if not isinstance(table, dict):
+        raise SchemaError(f"{file}: [{where}] should be a table of fixture files")
+    out = {}
+    for name, v in table.items():
+        spec = load_table(Fixture, {"verdict": v} if isinstance(v, str) else v, file, f"{where}.\"{name}\"")
+        _verdict(spec.verdict, file, f"{where}.\"{name}\".verdict")
+        if spec.cpu:
+            _verdict(spec.cpu, file, f"{where}.\"{name}\".cpu")
+        out[name] = Fixture(**{**spec.__dict__, "name": name})
+    return out
+
+
+def _load_log(table, file, where) -> Log:
+    if not isinstance(table, dict):
+        raise SchemaError(f"{file}: [{where}] should be a table")
+    rules = {}
+    for key, v in table.items():
+        if key == "forbid":
+            continue
+        if not _LOG_CODE.match(key):
+            raise SchemaError(f"{file}: [{where}] has an unknown key {key!r}; the keys allowed there: forbid, "
+                              f"or a compiler message code such as C7508 = {{ verdict = ..., why = ... }}")
+        rules[key] = load_table(LogRule, v, file, f"{where}.{key}")
+        _verdict(rules[key].verdict, file, f"{where}.{key}.verdict")
+    return Log(forbid=list(table.get("forbid", [])), rules=rules)
+
+
+class _ReadOnlyDict(dict):
+    """A dict that refuses changes: ex.meta is the TOML as read, for code that still reads it raw."""
+
+    def _refuse(self, *a, **k):
+        raise TypeError("exercise.toml as loaded is read-only: use the typed fields (judge.grading.exercise)")
+
+    __setitem__ = __delitem__ = update = pop = popitem = setdefault = clear = __ior__ = _refuse
+
+    def __reduce__(self):                       # pickle and deepcopy rebuild it whole, never item by item
+        return (_ReadOnlyDict, (dict(self),))
+
+
+def _read_only(v):
+    if isinstance(v, dict):
+        return _ReadOnlyDict({k: _read_only(x) for k, x in v.items()})
+    if isinstance(v, list):
+        return tuple(_read_only(x) for x in v)
+    return v
+
+
+def load(folder: Path) -> Exercise:
+    """The exercise in `folder`, from its exercise.toml (SchemaError when it breaks the schema)."""
+    file = Path(folder) / "exercise.toml"
+    try:
+        meta = tomllib.loads(file.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise SchemaError(f"{file}: not valid TOML ({e})") from None
+    ex = load_table(Exercise, meta, file, "top level")
+    ex.folder, ex.meta = Path(folder), _read_only(meta)
+    if ex.difficulty not in ("easy", "medium", "hard"):
+        raise SchemaError(f"{file}: difficulty = {ex.difficulty!r}; one of easy, medium, hard")
+    _verdict(ex.solution_cpu, file, "solution_cpu")
+    return ex
+
+
+def all_exercises() -> list[Exercise]:
+    exs = [load(p.parent) for p in sorted(config.EXERCISES_DIR.glob("*/exercise.toml"))]
+    return sorted(exs, key=lambda e: (e.chapter, e.order, e.id))
+
+
+def get(ex_id: str) -> Exercise:
+    exs = {e.id: e for e in all_exercises()}
+    if ex_id in exs:
+        return exs[ex_id]
+    close = difflib.get_close_matches(ex_id, list(exs), n=1, cutoff=0.4)
+    raise UnknownExercise(ex_id, close[0] if close else None)
+
+
+# ------------------------------------------------------------------------------------------ files
 def import_file(path, name: str | None = None):
     """Import a Python file as a fresh module (learners' files, checks, references)."""
     path = Path(path)
@@ -118,6 +376,7 @@ def grader(ex: "Exercise"):
 
 
 def make_starter(solution: str) -> str:
+    """The starter a solution gives: each BEGIN/END SOLUTION region replaced by its `#>` / `//>` lines."""
     out, inside = [], False
     for line in solution.splitlines():
         if not inside and (m := _BEGIN.match(line)):
@@ -136,33 +395,3 @@ def make_starter(solution: str) -> str:
     if inside:
         raise ValueError("BEGIN SOLUTION without END SOLUTION")
     return "\n".join(out) + "\n"
-
-
-def _load(folder: Path) -> Exercise:
-    meta = tomllib.loads((folder / "exercise.toml").read_text())
-    fixtures, notes = {}, {}
-    for name, v in meta.get("fixtures", {}).items():
-        if isinstance(v, dict):
-            fixtures[name], notes[name] = v["verdict"], v.get("why", "")
-        else:
-            fixtures[name] = v
-    return Exercise(
-        id=meta["id"], title=meta["title"], chapter=int(meta["chapter"]),
-        difficulty=meta.get("difficulty", "medium"), needs_gpu=bool(meta.get("needs_gpu", False)),
-        learner_file=meta["learner_file"], folder=folder, hints=list(meta.get("hints", [])),
-        fixtures=fixtures, fixture_notes=notes, tiers=dict(meta.get("tiers", {})),
-        features=list(meta.get("features", [])), order=int(meta.get("order", 0)),
-        target=meta.get("target", config.DEFAULT_TARGET), meta=meta)
-
-
-def all_exercises() -> list[Exercise]:
-    exs = [_load(p.parent) for p in sorted(config.EXERCISES_DIR.glob("*/exercise.toml"))]
-    return sorted(exs, key=lambda e: (e.chapter, e.order, e.id))
-
-
-def get(ex_id: str) -> Exercise:
-    exs = {e.id: e for e in all_exercises()}
-    if ex_id in exs:
-        return exs[ex_id]
-    close = difflib.get_close_matches(ex_id, list(exs), n=1, cutoff=0.4)
-    raise UnknownExercise(ex_id, close[0] if close else None)

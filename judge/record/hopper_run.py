@@ -94,6 +94,12 @@ def _timed(ex, name) -> bool:
     return name == "solution" or ex.fixtures.get(name) in ("PASS", "TOO SLOW")
 
 
+def exercise_sources(ex) -> list[Path]:
+    """The files of an exercise a record run grades with: everything in its folder but the statement and
+    the starter, which no run reads (a fixture stored as a patch counts as its patch)."""
+    return [p for p in ex.sources() if p not in (ex.statement_path, ex.starter_path)]
+
+
 def part_exercises(log_dir: Path, only: str = ""):
     """Every GPU exercise's solution and fixtures through the judge. Fixtures that never reach the timing
     run side by side (each in its own process); the solution and passing fixtures run alone, so that
@@ -128,12 +134,15 @@ def part_exercises(log_dir: Path, only: str = ""):
             ok &= r.verdict.value == want
             row(f"{ex.id} {n}", f"{r.verdict.value}" + (f" ({r.tier})" if r.tier else "") + f" (declared {want})"
                 + ("" if r.verdict.value == want else "  <-- MISMATCH: " + r.message[:120]), f"{secs:.1f} s")
-        # what graded them: the course's headers, the CUDA flow, the launch layer, the CPU model
-        extra = sorted(Path(config.INCLUDE_DIR).glob("*.cuh")) + sorted((config.ROOT / "judge" / "model").glob("*.py"))
-        extra += [config.ROOT / "judge" / f for f in ("cuda_flow.py", "launch.py", "timing.py", "compare.py")]
+        # measured with: the exercise's own files, the course's headers, the launch layer and the timing
+        # protocol; graded by: the CPU model and the grading wing (judge.record sorts them by kind)
+        extra = sorted(Path(config.INCLUDE_DIR).glob("*.cuh"))
+        extra += [config.ROOT / "judge" / "gpu" / f for f in ("launch.py", "timing.py")]
+        extra += sorted((config.ROOT / "judge" / "model").rglob("*.py"))
+        extra += sorted((config.ROOT / "judge" / "grading").glob("*.py"))
         record.save(f"exercise.{ex.id}", {"verdicts": verdicts, "all_as_declared": ok,
                                           "seconds": time.time() - t0},
-                    sources=ex.sources() + extra, compile_only=compile_only)
+                    sources=exercise_sources(ex) + extra, compile_only=compile_only)
 
 
 def part_notebooks(log_dir: Path, only: str = ""):

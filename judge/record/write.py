@@ -1,14 +1,17 @@
-"""The Hopper record: what ran on the H200, with the hashes of the sources it ran.
+"""Writing the Hopper record: what ran on the H200, with the hashes of what it ran, in two kinds.
 
 record/hopper.json holds, per section (a notebook's figures, an exercise's verdicts):
-    {"device": ..., "driver": ..., "date": ..., "sources": {path: sha256}, "figures": {...}}
+    {"device": ..., "driver": ..., "date": ..., "figures": {...},
+     "sources": {path: sha256},        what the figures were measured with (a change fails CI)
+     "graded_by": {path: sha256}}      what graded them (a change warns; judge.record explains both)
 
     record.save("ch01.sgemm", {"tflops": ...}, notebook="chapters/01_cp_async.ipynb")
         writes only in the record run (JUDGE_RECORD=1, `python -m judge.record.hopper_run`);
         anywhere else it is a no-op, so a learner's own GPU cannot overwrite the course's figures.
     record.load("ch01.sgemm") -> the section, or None
-    record.stale() -> what changed since it was recorded (a CPU test fails on any)
-    python -m judge  -> prints what is here and the whole record
+    record.stale() -> what a figure was measured with and changed since (a CPU test fails on any)
+    record.regrade() -> what graded a figure and changed since (a warning naming the sections)
+    python -m judge  -> prints what is here, the whole record, and both kinds of change
 
 A source's hash: the file's bytes; for a notebook, its cells' sources only (outputs do not count).
 """
@@ -21,13 +24,24 @@ import tempfile
 import time
 from pathlib import Path
 
-from judge import config, record
-from judge.record import _rel, device_line, figures, load, read, source_hash  # noqa: F401 - re-exported
+from judge import config
+from judge.record import reading
+from judge.record.reading import (  # noqa: F401 - re-exported
+    _provenance, _rel, device_line, figures, kind_of, load, read, regrade, regrade_note, source_hash, stale)
 
 
-#: the judge modules whose code decides a recorded figure, when the process that saves it imported them
-MEASURING = {"judge.gpu.timing": "judge/gpu/timing.py", "judge.grading.compare": "judge/grading/compare.py",
-             "judge.gpu.launch": "judge/gpu/launch.py", "judge.grading.cuda_flow": "judge/grading/cuda_flow.py"}
+#: the judge modules a figure is measured with, when the process that saves it imported them
+MEASURED_WITH = {"judge.gpu.timing": "judge/gpu/timing.py", "judge.gpu.launch": "judge/gpu/launch.py"}
+
+
+def _graded_by_imported() -> set[Path]:
+    """The modules of the CPU model and the grading wing this process imported (what graded its figures)."""
+    out = set()
+    for name, m in list(sys.modules.items()):
+        f = getattr(m, "__file__", None)
+        if f and name.startswith(("judge.model", "judge.grading")) and config.ROOT in Path(f).resolve().parents:
+            out.add(Path(f).resolve())
+    return out
 
 _mark: set[Path] = set()          # sources already attributed to an earlier section of this process
 
@@ -49,9 +63,11 @@ def save(section: str, figures: dict, *, sources: list | None = None,  # noqa: F
          notebook: str | None = None, compile_only: str | None = None) -> bool:
     """Record figures measured here. Only in the record run (JUDGE_RECORD=1).
 
-    The section lists exactly the sources it ran: those given, the kernels built since the previous
-    save in this process, the course modules imported from chapters/ and exercises/, the judge's
-    measuring modules (MEASURING) this process imported, and the notebook. It stores the NVRTC version that compiled them.
+    The section lists exactly what it ran, in two kinds (judge.record): what the figures were measured
+    with (the sources given, the kernels and headers built since the previous save in this process, the
+    course modules imported from chapters/ and exercises/, the notebook, and MEASURED_WITH when imported)
+    and what graded them (the judge.model and judge.grading modules imported, and any given source that
+    kind_of() calls graded). It stores the NVRTC version that compiled them.
     compile_only="sm_100a": figures that need no GPU of that target (compile results, SASS features),
     recorded under that target rather than the GPU of this machine.
     """
@@ -64,7 +80,8 @@ def save(section: str, figures: dict, *, sources: list | None = None,  # noqa: F
         raise RuntimeError("record.save needs a GPU: figures are only recorded where they were measured")
     paths = set(Path(p).resolve() for p in (sources or []))
     paths |= _sources_since_last_save()
-    paths |= {(config.ROOT / f).resolve() for m, f in MEASURING.items() if m in sys.modules}
+    paths |= {(config.ROOT / f).resolve() for m, f in MEASURED_WITH.items() if m in sys.modules}
+    paths |= _graded_by_imported()
     if notebook:
         paths.add((config.ROOT / notebook).resolve())
     _mark.update(p for p in build.SOURCES_READ)
@@ -77,10 +94,11 @@ def save(section: str, figures: dict, *, sources: list | None = None,  # noqa: F
     data.setdefault("sections", {})[section] = {
         **where, "nvrtc": build.nvrtc_version(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "sources": {_rel(p): source_hash(p) for p in sorted(paths)},
+        "sources": {_rel(p): source_hash(p) for p in sorted(paths) if kind_of(_rel(p)) == "measured"},
+        "graded_by": {_rel(p): source_hash(p) for p in sorted(paths) if kind_of(_rel(p)) == "graded"},
         "figures": figures,
     }
-    path = record.RECORD
+    path = reading.RECORD
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent)
     with os.fdopen(fd, "w") as f:
@@ -89,24 +107,11 @@ def save(section: str, figures: dict, *, sources: list | None = None,  # noqa: F
     return True
 
 
-def stale() -> list[str]:
-    """Sources whose content differs from what was recorded (or that vanished)."""
-    out = []
-    for name, sec in read().get("sections", {}).items():
-        for rel, h in sec.get("sources", {}).items():
-            p = config.ROOT / rel
-            if not p.exists():
-                out.append(f"{name}: {rel} no longer exists")
-            elif source_hash(p) != h:
-                out.append(f"{name}: {rel} changed since it ran on {sec.get('device')} ({sec.get('date')})")
-    return out
-
-
 def unrecorded(paths) -> list[str]:
     """Which of these sources no recorded section ran."""
     seen = set()
     for sec in read().get("sections", {}).values():
-        seen |= set(sec.get("sources", {}))
+        seen |= {rel for rel, _ in _provenance(sec)}
     return [_rel(p) for p in paths if _rel(p) not in seen]
 
 
@@ -123,92 +128,134 @@ def main() -> int:
         shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in list(flat.items())[:6])
         print(f"  {name:<34} {data[name]['date']}  {shown}")
     st = stale()
-    print("\nThe record is current." if not st else "\nChanged since recorded:\n  " + "\n  ".join(st))
+    print("\nWhat the figures were measured with is current." if not st else
+          "\nMeasured with, changed since recorded (CI fails until re-recorded):\n  " + "\n  ".join(st))
+    note = regrade_note()
+    print(f"\nWarning: {note}" if note else "What graded them is current.")
     return 0
 
 
 
-def figures_table() -> str:
-    """The README's table of headline figures, made from the record (python -m judge --readme writes it)."""
-    f = {name: s["figures"] for name, s in read()["sections"].items()}
-    ce = f["device.ceilings"]
-    base = {(r["kernel"], r["n"]): r for r in f["ch01.baselines"]["rows"]}
-    speed = {r["copy"]: r for r in f["ch02.speed"]["rows"]}
-    fast = [r for r in f["ch02.copy_fast"]["rows"] if not r["copy"].startswith("device-to-device")]
-    best_fast = max(fast, key=lambda r: r["GB/s"])
-    lat = {r["target"]: r for r in f["ch03.dsmem"]["latency"]}
-    hist = [r for r in f["ch03.histogram"]["rows"] if r["bins"] == 65536 and r["input"] == "uniform"]
-    ladder = {(r["rung"], r["n"]): r for r in f["ch04.ladder"]["rows"]}
-    fp8 = f["ch05.fp8"]["sizes"]
-    hang = f["ch02.hang"]
-    fits = f["ch03.occupancy"]["layout"]["fits_one_per_sm"]
+# ------------------------------------------------------------------------------------------ the README table
+# Each chapter declares its recorded sections and its README rows in chapters/NN_name/figures.toml;
+# record/figures.toml declares the record run's own (device ceilings, exercises). A row is a table
+#     [[readme]]
+#     kind = "format"                    # one of ROW_KINDS below
+#     what = "SGEMM, 3-stage cp.async"   # left column (a template too)
+#     figure = "{a[TFLOPS]:.1f} / ..."   # right column: a str.format template
+#     [readme.pick]                      # names for rows picked out of a section's list (see _pick)
+#     a = { section = "ch01.baselines", where = { kernel = "...", n = 4096 } }
+# Templates see `f` (every section's figures: {f[device.ceilings][copy_gbps]:.0f}) and the picks.
 
-    def pair(kernel):
-        a, b = base[(kernel, 4096)], base[(kernel, 8192)]
-        return (f"{a['TFLOPS']:.1f} / {b['TFLOPS']:.1f} TFLOPS "
-                f"({a['of cuBLAS']:.2f} / {b['of cuBLAS']:.2f} of cuBLAS)")
+class _Look(dict):
+    """A mapping for templates: {x[4096]} finds the key "4096" too (str.format passes digits as int)."""
 
-    def rung(name):
-        a, b = ladder[(name, 4096)], ladder[(name, 8192)]
-        return f"{a['TFLOPS']:.0f} / {b['TFLOPS']:.0f} TFLOPS ({a['of cuBLAS']:.3f} / {b['of cuBLAS']:.3f} of cuBLAS)"
+    def __getitem__(self, key):
+        if not dict.__contains__(self, key) and dict.__contains__(self, str(key)):
+            key = str(key)
+        return _look(dict.__getitem__(self, key))
 
-    def kernel_named(prefix):
-        return next(k for k, _ in base if k.startswith(prefix))
 
-    rungs = [r["rung"] for r in f["ch04.ladder"]["rows"] if r["n"] == 4096 and r.get("variant") is False]
-    ex = {e: s["verdicts"]["solution"] for e, s in
-          ((n.split(".", 1)[1], v) for n, v in f.items() if n.startswith("exercise."))}
-    fixtures = {e: (sum(1 for k, v in s["verdicts"].items() if k != "solution"),
-                    all(v["verdict"] == v.get("expected", "PASS") for v in s["verdicts"].values()))
-                for e, s in ((n.split(".", 1)[1], v) for n, v in f.items() if n.startswith("exercise."))}
-    copies = [speed[k] for k in ("TMA (pipelined, 1 thread issues)", "cp.async (16 B per thread)",
-                                 "plain 16-byte loads")]
-    dsmem = lat["peer's shared memory (DSMEM)"]["ns/load"]
-    own, l2 = lat["own shared memory"]["ns/load"], lat["L2 (ld.global.cg)"]["ns/load"]
-    lines = [
-        "| what | figure |", "| --- | --- |",
-        f"| device-to-device copy, 2 GiB, read + write | {ce['copy_gbps']:.0f} GB/s |",
-        f"| cuBLAS FP32 / bf16 / FP8 GEMM, 4096³ | {ce['sgemm4096_tflops']:.1f} / {ce['bf164096_tflops']:.0f} / "
-        f"{ce['fp84096_tflops']:.0f} TFLOPS |",
-        f"| cuBLAS FP32 / bf16 / FP8 GEMM, 8192³ | {ce['sgemm8192_tflops']:.1f} / {ce['bf168192_tflops']:.0f} / "
-        f"{ce['fp88192_tflops']:.0f} TFLOPS |",
-        f"| SGEMM, synchronous loads, 4096³ / 8192³ | {pair('synchronous loads (single buffer)')} |",
-        f"| SGEMM, register double-buffering | {pair('register double-buffering')} |",
-        f"| SGEMM, 3-stage cp.async | {pair('cp.async, 3 stages (chapter)')} |",
-        f"| SGEMM, tuned cp.async (128×256 tiles, 8×16 per thread) | {pair(kernel_named('tuned2'))} |",
-        "| 1 GiB copy: TMA pipelined / cp.async / plain 16-byte loads | "
-        + " / ".join(f"{r['GB/s']:.0f}" for r in copies) + " GB/s ("
-        + " / ".join(f"{r['x device copy (2 GiB)']:.2f}" for r in copies) + " of the device copy) |",
-        f"| fastest TMA copy shape ({best_fast['copy']}) | {best_fast['GB/s']:.0f} GB/s, "
-        f"{best_fast['x same-size device copy']:.3f} of a device copy of the same size |",
-        f"| a kernel spinning on an mbarrier (wrong `expect_tx`) | {hang['verdict']}, killed {hang['seconds']} s "
-        f"after launch; the next launch: {hang['next_launch']['message']} |",
-        f"| clusters that fit at one block per SM, sizes 2 / 4 / 8 / 16 | {fits['2']} / {fits['4']} / {fits['8']} / "
-        f"{fits['16']} |",
-        f"| latency of a dependent load: own shared memory / a peer's (DSMEM) / L2 | {own:.0f} / {dsmem:.0f} / "
-        f"{l2:.0f} ns |",
-        "| histogram, 2²⁶ elements into 65,536 bins, speed-up over global atomics | "
-        + ", ".join(f"{r['variant']} {r['speed-up vs global']:.2f}×" for r in hist if r["variant"] != "global atomics")
-        + " |",
-        f"| bf16 GEMM ladder, first rung ({rungs[0]}), 4096³ / 8192³ | {rung(rungs[0])} |",
-        f"| bf16 GEMM ladder, best rung ({rungs[-1]}) | {rung(rungs[-1])} |",
-        f"| FP8 E4M3 against bf16 through cuBLAS, 4096³ / 8192³ | {fp8['4096']['speedup']:.2f}× / "
-        f"{fp8['8192']['speedup']:.2f}× (relative error {fp8['4096']['fp8_rel_err']:.3f} against "
-        f"{fp8['4096']['bf16_rel_err']:.4f}) |",
-    ]
-    own = {(r["n"], r["kernel"].startswith("gemm_fp8.cu (")): r for r in f["ch05.wgmma_fp8"]["rows"]
-           if r["kernel"].startswith("gemm_fp8.cu (")}
-    a, b = own[(4096, True)], own[(8192, True)]
-    lines.append(f"| the course's FP8 wgmma kernel (block scales in the epilogue), 4096³ / 8192³ | {a['TFLOPS']:.0f} / "
-                 f"{b['TFLOPS']:.0f} TFLOPS ({a['of _scaled_mm']:.2f} / {b['of _scaled_mm']:.2f} of `torch._scaled_mm` "
-                 f"with row/column scales; relative error {a['rel_err']:.1e} / {b['rel_err']:.1e}) |")
-    for e in sorted(ex):
-        v, (n, ok) = ex[e], fixtures[e]
+def _look(v):
+    return _Look(v) if isinstance(v, dict) and not isinstance(v, _Look) else v
+
+
+def _fill(template, names: dict):
+    return template.format(**names) if isinstance(template, str) else template
+
+
+def _matches(row: dict, spec: dict, names: dict) -> bool:
+    where = {k: _fill(v, names) for k, v in spec.get("where", {}).items()}
+    return (all(row.get(k) == v for k, v in where.items())
+            and all(str(row.get(k, "")).startswith(_fill(v, names)) for k, v in spec.get("prefix", {}).items())
+            and not any(str(row.get(k, "")).startswith(_fill(v, names)) for k, v in spec.get("not_prefix", {}).items())
+            and not any(row.get(k) == _fill(v, names) for k, v in spec.get("not", {}).items()))
+
+
+def _rows(f, spec: dict, names: dict) -> list[dict]:
+    """The rows of f[section][list] (default "rows") that match where / prefix / not_prefix / not."""
+    return [r for r in f[spec["section"]][spec.get("list", "rows")] if _matches(r, spec, names)]
+
+
+def _pick(f, spec: dict, names: dict) -> dict:
+    """One row: the match with the largest `best` field, or the `nth` match (default the first)."""
+    rows = _rows(f, spec, names)
+    if not rows:
+        raise KeyError(f"no row of {spec['section']} matches {spec}")
+    if "best" in spec:
+        return max(rows, key=lambda r: r[spec["best"]])
+    return rows[spec.get("nth", 0)]
+
+
+def _names(f, row: dict) -> dict:
+    names = {"f": _look(f)}
+    for name, spec in row.get("pick", {}).items():      # in order: a later pick may name an earlier one
+        names[name] = _look(_pick(f, spec, names))
+    return names
+
+
+def _row_format(f, row):
+    """kind = "format": one line, `what` and `figure` filled from the sections and the picks."""
+    names = _names(f, row)
+    return [(_fill(row["what"], names), _fill(row["figure"], names))]
+
+
+def _row_list(f, row):
+    """kind = "list": `figure` is every row of `rows` (a pick spec) through `item`, joined by `sep`."""
+    names = _names(f, row)
+    items = [row["item"].format(r=_look(r), **names) for r in _rows(f, row["rows"], names)]
+    return [(_fill(row["what"], names), _fill(row["figure"], {**names, "items": row.get("sep", ", ").join(items)}))]
+
+
+def _row_exercises(f, row):
+    """kind = "exercises": one line per recorded exercise section: the reference's verdict, tier and
+    fraction of its ceiling, and whether every fixture got its declared verdict."""
+    out = []
+    for name in sorted(n for n in f if n.startswith("exercise.")):
+        e, vs = name.split(".", 1)[1], f[name]["verdicts"]
+        v = vs["solution"]
+        n = sum(1 for k in vs if k != "solution")
+        ok = all(x["verdict"] == x.get("expected", "PASS") for x in vs.values())
         m = v.get("measurements") or {}
         fig = f", {m['fraction']:.2f} of {m['ceiling']}" if m.get("fraction") else ""
-        lines.append(f"| exercise {e}: reference / {n} fixtures | {v['verdict']}"
-                     + (f" ({v['tier']})" if v.get("tier") else "") + fig
-                     + f" / {'every verdict as declared' if ok else 'NOT as declared'} |")
+        out.append((f"exercise {e}: reference / {n} fixtures",
+                    f"{v['verdict']}" + (f" ({v['tier']})" if v.get("tier") else "") + fig
+                    + f" / {'every verdict as declared' if ok else 'NOT as declared'}"))
+    return out
+
+
+#: the kinds of README row a figures.toml may declare: kind -> formatter(figures, row) -> [(what, figure)]
+ROW_KINDS = {"format": _row_format, "list": _row_list, "exercises": _row_exercises}
+FIGURES_FILE = "figures.toml"
+
+
+def declarations() -> list[tuple[Path, dict]]:
+    """(file, its table) for every figures.toml: each chapter's in order, then the record run's own."""
+    import tomllib
+    files = ([config.RECORD_DIR / FIGURES_FILE] + sorted(config.CHAPTERS_DIR.glob(f"*/{FIGURES_FILE}"))
+             + [config.EXERCISES_DIR / FIGURES_FILE])
+    out = []
+    for path in files:
+        if path.exists():
+            decl = tomllib.loads(path.read_text())
+            unknown = set(decl) - {"sections", "readme", "order"}
+            if unknown:
+                raise ValueError(f"{path}: unknown key(s) {sorted(unknown)}; allowed: sections, readme, order")
+            out.append((path, decl))
+    return sorted(out, key=lambda d: d[1].get("order", 0))
+
+
+def figures_table() -> str:
+    """The README's table of headline figures, built from the record and what each figures.toml declares
+    (python -m judge --readme writes it)."""
+    f = {name: s["figures"] for name, s in read()["sections"].items()}
+    lines = ["| what | figure |", "| --- | --- |"]
+    for path, decl in declarations():
+        for row in decl.get("readme", []):
+            kind = row.get("kind", "format")
+            if kind not in ROW_KINDS:
+                raise ValueError(f"{path}: README row kind {kind!r}; one of {', '.join(ROW_KINDS)}")
+            lines += [f"| {what} | {fig} |" for what, fig in ROW_KINDS[kind](f, row)]
     return "\n".join(lines)
 
 
