@@ -17,9 +17,12 @@ its family (or a new module listed here) and a test in tests/test_model_ops_<fam
     mbarrier   mbarrier.init / inval / arrive / arrive_drop / expect_tx / complete_tx / try_wait / test_wait
     bulk       cp.async.bulk(.tensor), cp.reduce.async.bulk.tensor, bulk commit/wait groups
     wgmma      wgmma.fence / mma_async / commit_group / wait_group
-"""
-from judge.model.ops import (alu, barriers, bulk, cluster, control, convert, cp_async, mbarrier,  # noqa: F401
-                             memory, warp, wgmma)
 
-FAMILIES = ("alu", "convert", "memory", "control", "barriers", "warp", "cluster", "cp_async", "mbarrier",
-            "bulk", "wgmma")
+A module added to this folder registers itself: every module here but `common` is imported below.
+"""
+import importlib
+import pkgutil
+
+FAMILIES = tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name != "common"))
+for _name in FAMILIES:
+    importlib.import_module(f"{__name__}.{_name}")
