@@ -30,3 +30,11 @@ def kernel(body: str, *, params=(("out", "u64"),), name: str = "k", shared: str 
     directives = f".reqnctapercluster {', '.join(str(c) for c in cluster)}\n" if cluster else ""
     return (f".version 8.5\n.target {target}\n.address_size 64\n\n"
             f".visible .entry {name}(\n{plist}\n)\n{directives}{{\n{_REGS}{shared}\n{body}\n    ret;\n}}\n")
+
+
+def run(body: str, args, *, params=(("out", "u64"),), shared: str = "", block=(32, 1, 1), grid=(1, 1, 1),
+        cluster=(1, 1, 1), **kw):
+    """kernel(body, ...) run on the model (judge.model.run) as kernel "k"; returns its Report."""
+    from judge import model
+    ptx = kernel(body, params=params, shared=shared)
+    return model.run(ptx, "k", grid=grid, block=block, cluster=cluster, args=tuple(args), **kw)
