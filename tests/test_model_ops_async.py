@@ -107,6 +107,33 @@ def test_cp_async_mbarrier_arrive_noinc_hands_every_threads_copy_to_whoever_wait
     assert rep.counts["cp.async.mbarrier.arrive"] == 64
 
 
+def test_a_cp_async_arrival_pending_when_nothing_else_can_run_still_completes_the_phase():
+    """The waiter sleeps before the producer's copy and cp.async.mbarrier.arrive are issued, and the
+    producer exits at once: the hardware still lands the copy and arrives, so this is no hang."""
+    x = _rand(4)
+    out = np.full(4, np.nan, np.float32)
+    _run("""
+    setp.eq.u32 %p7, %r0, 32;
+    @%p9 mbarrier.init.shared::cta.b64 [%r90], 1;
+    bar.sync 0;
+    @%p7 bra.uni PRODUCER;
+    @!%p9 bra.uni END;
+""" + WAIT.format(n=0, bar="%r90", parity=0) + """
+    ld.shared.f32 %f1, [%r1];
+    st.global.f32 [%rd2], %f1;
+    bra.uni END;
+PRODUCER:
+    nanosleep.u32 100;
+    nanosleep.u32 100;
+    nanosleep.u32 100;
+    nanosleep.u32 100;
+    cp.async.ca.shared.global [%r1], [%rd1], 4;
+    cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%r90];
+END:
+""", (x, out))
+    assert out[0] == x[0] and np.isnan(out[1:]).all()
+
+
 # ---------------------------------------------------------------------------- mbarrier
 def test_an_mbarrier_hands_a_warps_writes_to_the_waiting_warp_over_three_phases():
     """Warp 0 fills a slot and arrives (count 32); warp 1 waits on the phase's parity, reads, and hands
