@@ -9,6 +9,20 @@
     # raises model.Violation (WRONG), model.Hang (HANG), model.Unsupported (cannot judge)
 
 Try it: .venv/bin/python -m pytest tests/test_model.py tests/test_model_ch12.py tests/test_model_ch3.py tests/test_model_ch4.py -q
+        .venv/bin/python -m pytest tests/test_model_ops_alu.py tests/test_model_ops_memory.py \
+            tests/test_model_ops_async.py tests/test_model_rules.py tests/test_model_inventory.py -q
+
+Layout (each module opens with what it does):
+    ptx.py        the one PTX reader: kernels, instructions, operands, source lines
+    state.py      Machine: memory regions, parameters, shared memory, registers, addresses, clocks
+    checks.py     the rules (RULES: rule id -> PTX ISA section), happens-before, race checks, fail()
+    completion.py asynchronous completions: cp.async landing, mbarrier phases (judge.hw.mbarrier), stores
+    scheduler.py  the exec loop, blocking, barriers' release, exits, hangs
+    registry.py   PTX instruction name -> the family's factory (longest dotted prefix wins)
+    ops/          one module per instruction family (alu, convert, memory, control, barriers, warp,
+                  cluster, cp_async, mbarrier, bulk, wgmma)
+    replay.py     a run drawn as the course's pipeline timeline
+    errors.py     Violation (WRONG), Hang (HANG), Unsupported (no verdict)
 
 What runs: the PTX of the very compile that is graded (Build.ptx; NVRTC, -lineinfo), so
 `__pipeline_*`, `cuda::pipeline`, cooperative groups, `cuda::ptx` and inline asm all arrive as
@@ -40,7 +54,7 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    must be ordered after every thread of the block (a warp that hands its buffer back through one
    elected lane must __syncwarp() first: the PTX model asks for it, the hardware rarely shows it).
 4. mbarrier (init, arrive, arrive.expect_tx, expect_tx, complete_tx, arrive_drop, try_wait /
-   test_wait with parity or state, inval). PTX: a phase completes when its pending arrival count
+   test_wait with parity or state, inval), with the phase rules of judge.hw.mbarrier. PTX: a phase completes when its pending arrival count
    and its tx-count are both zero; then the parity flips and the counts reset. MODEL: exact counts,
    phases and tx-counts; a TMA load's bytes land only when its phase completes, in a scrambled
    order; before that they read as poison ("tma-read-before-complete"), and a thread that did not
@@ -65,7 +79,8 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    its shared bytes at the latest legal point (the covering wait); a write into them before that is
    "async-read-overwritten"; a thread that exits while its store may still read shared memory is
    "exit-before-bulk-read" (the block's shared memory is released at exit).
-9. wgmma (m64nNk16, .f32 accumulators, .bf16/.f16 operands from shared-memory descriptors, K-major;
+9. wgmma (m64nNk16 .bf16/.f16 and m64nNk32 .e4m3/.e5m2 operands from shared-memory descriptors,
+   .f32 accumulators, K-major;
    operand addresses and the accumulator fragment from judge/hw/wgmma.py). PTX: wgmma.fence before the
    first mma_async and after register writes to its accumulators ("wgmma-fence"); operands are read
    through the async proxy (generic stores need fence.proxy.async: "proxy-fence"); accumulators may
@@ -111,9 +126,12 @@ from pathlib import Path
 
 import numpy as np
 
+from judge.model import ops  # noqa: F401 - registers every instruction family with judge.model.registry
 from judge.model import ptx as _ptx
 from judge.model import replay  # noqa: F401 - model.replay.draw(report): the run as a pipeline timeline
-from judge.model.machine import Hang, Machine, Unsupported, Violation
+from judge.model import scheduler
+from judge.model.errors import Hang, Unsupported, Violation
+from judge.model.state import Machine
 
 __all__ = ["run", "Report", "Violation", "Hang", "Unsupported", "parse"]
 
@@ -132,6 +150,7 @@ def parse(build_or_ptx):
 
 @dataclass
 class Report:
+    """What a run did: counts of instructions and bytes, the timeline of events, violations found."""
     kernel: str
     counts: Counter = field(default_factory=Counter)
     timeline: list = field(default_factory=list)
@@ -181,13 +200,11 @@ def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_
                     shared_bytes=int(shared_bytes), budget=budget, strict=strict,
                     seed=seed if seed is not None else int.from_bytes(np.random.bytes(4), "little"),
                     source_name=name)
-        m.cluster_explicit = cluster != (1, 1, 1)
-        m.tma_loads = []
         try:
             for oz in range(0, grid[2], cluster[2]):
                 for oy in range(0, grid[1], cluster[1]):
                     for ox in range(0, grid[0], cluster[0]):
-                        m.run_cluster((ox, oy, oz))
+                        scheduler.run_cluster(m, (ox, oy, oz))
                         rep.steps += m.steps
         finally:
             rep.counts = m.counts
