@@ -19,9 +19,6 @@ EDGES = house.imports()
 
 #: imports against the layers, each with its mend; the owner of the module mends it and removes the line
 KNOWN_UPWARD = {
-    ("judge.gpu", "judge.record"):
-        "judge.gpu.summary() reads the record's device line: the sentence about recorded figures belongs to a "
-        "higher layer (e.g. judge.record or judge/__init__), judge.gpu.summary() to the GPU alone",
     ("judge.draw.show", "judge.record"):
         "judge.draw.show.recorded_note() reads a record section: move it to judge.record (record.note(section))",
     ("judge.hw.sass", "judge.gpu.toolkit"):
@@ -30,10 +27,6 @@ KNOWN_UPWARD = {
 }
 #: import cycles (function-level imports counted), each with its mend
 KNOWN_CYCLES = {
-    ("judge.gpu", "judge.gpu.build", "judge.record", "judge.record.write"):
-        "through judge.gpu -> judge.record (KNOWN_UPWARD): gone with that import",
-    ("judge.model.machine", "judge.model.ops", "judge.model.tma", "judge.model.wgmma"):
-        "the CPU model's split by job (issue 16): instruction modules use the state and the checks, never each other",
 }
 
 
