@@ -41,9 +41,11 @@ __device__ __forceinline__ unsigned long long desc_kmajor(const void* tile) {
 }
 
 // ---------------------------------------------------------------------------------- ordering
-// RULE: wgmma reads its accumulator registers asynchronously. wgmma.fence orders every earlier
-// register write (zeroing the accumulators, an epilogue that read them) and shared-memory access
-// of this warpgroup before the next wgmma. Needed before the first wgmma of a batch.
+// RULE (PTX ISA, wgmma.fence): wgmma reads its accumulator and A-fragment registers asynchronously.
+// wgmma.fence orders this warpgroup's earlier accesses to those registers (zeroing the accumulators,
+// an epilogue that read them) before the next wgmma; it orders registers only. Shared-memory tiles
+// written by ordinary stores need fence.proxy.async (the async proxy) before a wgmma reads them;
+// tiles written by TMA are already in the async proxy. Needed before the first wgmma of a batch.
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 
 // Close the batch of wgmma issued since the last commit into one group.
