@@ -59,9 +59,11 @@ __device__ __forceinline__ void wait() { asm volatile("wgmma.wait_group.sync.ali
 // ---------------------------------------------------------------------------------- registers
 // setmaxnreg moves registers between the warpgroups of a block at run time: a producer that only
 // issues TMA copies gives most of its registers back, consumers holding 64xN fp32 accumulators
-// take them. RULES: every thread of the warpgroup executes it (.sync.aligned); the count is a
-// multiple of 8 in 24..256; ptxas honours it only when the kernel promises one block per SM,
-// __launch_bounds__(threads, 1), else it drops it with info C7508 "setmaxnreg ignored".
+// take them. RULES (PTX ISA, setmaxnreg): every thread of the warpgroup executes it (.sync.aligned);
+// the count is a multiple of 8 in 24..256; .dec returns registers to a pool of the CTA and .inc takes
+// them from that pool, so registers move between the warpgroups of one block, never between blocks.
+// ptxas honours it only when it knows the register count each warp starts with, else it drops it with
+// info C7508 "setmaxnreg ignored"; the course's kernels fix that count with __launch_bounds__(threads, 1).
 template <int REGS>
 __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(REGS)); }
 template <int REGS>
