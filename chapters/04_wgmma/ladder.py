@@ -709,7 +709,7 @@ def draw_counters(counters: dict | None, names=None):
     ax1.barh(y, [by[k]["tensor pipe %"] for k in names], color="#4c72b0")
     for yy, k in zip(y, names):
         ax1.text(by[k]["tensor pipe %"] + 1, yy, f"{by[k]['tensor pipe %']:.0f} %  ({by[k]['blocks per SM (theoretical)']:.0f} "
-                 f"block/SM, {by[k]['occupancy limited by']})", va="center", fontsize=7)
+                 f"block/SM, {by[k]['occupancy limited by'].replace('shared_mem', 'shared memory')})", va="center", fontsize=7)
     ax1.set_yticks(y, names, fontsize=8)
     ax1.set_xlim(0, 135)
     ax1.set_xlabel("tensor pipe busy, % of peak (sm__pipe_tensor_cycles_active)")
