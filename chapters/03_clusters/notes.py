@@ -68,7 +68,10 @@ def occupancy_findings(occ: dict | None, predicted) -> str:
     n_launch = len(cases) - n_driver
     miss = [f"clusters of {c} at {b} block(s)/SM: {n} by the {how}, {predicted(sizes, c, b)} predicted"
             for (c, b), (how, n) in sorted(cases.items()) if n != predicted(sizes, c, b)]
-    out = [f"- The H200 showed {len(sizes)} groups of SMs, of sizes {sorted(sizes, reverse=True)} ({sum(sizes)} SMs).",
+    gpcs = 8                                      # GPCs of a full GH100 (NVIDIA H100 whitepaper)
+    out = [f"- The H200 showed {len(sizes)} groups of SMs, of sizes {sorted(sizes, reverse=True)} ({sum(sizes)} SMs): "
+           + (f"more groups than a full GH100 has GPCs ({gpcs}), so not every group is a whole GPC."
+              if len(sizes) > gpcs else f"no more groups than a full GH100 has GPCs ({gpcs})."),
            f"- {len(cases)} distinct cases (cluster size, blocks per SM): {n_driver} `max_active_clusters` values and "
            f"{n_launch} more cluster sizes launched at one block per SM. The rule reproduced "
            f"{len(cases) - len(miss)} of {len(cases)}" + ("." if not miss else "; it missed " + "; ".join(miss) + ".")]
