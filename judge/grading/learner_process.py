@@ -33,7 +33,6 @@ that side imports nothing but the standard library.
 from __future__ import annotations
 
 import os
-import pickle
 import struct
 import sys
 
@@ -45,7 +44,11 @@ _SELF = globals().get("__file__", "<string>")   # the learner process runs this 
 
 # ============================================================== framing (both sides)
 def _write_msg(fd: int, obj) -> None:
-    data = pickle.dumps(obj, protocol=4)
+    import pickle
+    _write_raw(fd, pickle.dumps(obj, protocol=4))
+
+
+def _write_raw(fd: int, data: bytes) -> None:
     view = memoryview(_HEADER.pack(_MAGIC, len(data)) + data)
     while view:
         n = os.write(fd, view)
@@ -198,15 +201,14 @@ class _Linux:
 
     def __init__(self):
         import ctypes
-        import platform
         self._ct = ctypes
         self._libc = libc = ctypes.CDLL(None, use_errno=True)
         libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
         libc.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
         libc.syscall.restype = ctypes.c_long
-        self._setattr_nr = _SYS_MOUNT_SETATTR.get(platform.machine())
+        self._setattr_nr = _SYS_MOUNT_SETATTR.get(os.uname().machine)
         if self._setattr_nr is None:
-            raise OSError(f"no mount_setattr number known for {platform.machine()}")
+            raise OSError(f"no mount_setattr number known for {os.uname().machine}")
 
     def _ok(self, r: int, what: str) -> None:
         if r < 0:
@@ -252,7 +254,6 @@ def _enter_boundary(init: dict, cmd_fd: int, rep_fd: int) -> None:
     knows nothing of A's memory. Raises OSError (in A, or in B before the exec) when the kernel
     refuses a step: the caller falls back to the best-effort fence and says so.
     """
-    import json
     import select
     import signal
     linux = _Linux()
@@ -317,20 +318,18 @@ def _enter_boundary(init: dict, cmd_fd: int, rep_fd: int) -> None:
     os.set_inheritable(rep_fd, True)
     argv = sys.orig_argv
     code = argv[argv.index("-c") + 1]
-    inner = json.dumps({"file": path, "module": init["module"], "isolation": INSIDE + proc_note})
     os.execve(sys.executable, [sys.executable, "-E", "-P", "-B", "-u", "-c", code,
-                               str(cmd_fd), str(rep_fd), inner], env)
+                               str(cmd_fd), str(rep_fd), path, init["module"], INSIDE + proc_note], env)
 
 
 def _child_main(argv: list[str]) -> int:
-    import importlib.util
     cmd_fd, rep_fd = int(argv[1]), int(argv[2])
     if len(argv) > 3:                     # started again inside the boundary: it knows only this
-        import json
-        init = json.loads(argv[3])
-        learner_file, isolation, hidden = init["file"], init["isolation"], []
-    else:
-        init = pickle.loads(_read_exact(cmd_fd, _HEADER.unpack(_read_exact(cmd_fd, _HEADER.size, None))[1], None))
+        learner_file, name, isolation = argv[3:6]
+        hidden = []
+    else:                                 # the first message: marshal (built in, quick), from the worker
+        import marshal
+        init = marshal.loads(_read_exact(cmd_fd, _HEADER.unpack(_read_exact(cmd_fd, _HEADER.size, None))[1], None))
         why = "the boundary was turned off (JUDGE_ISOLATION=best-effort)"
         if init["boundary"]:
             try:
@@ -339,15 +338,18 @@ def _child_main(argv: list[str]) -> int:
                 why = f"the kernel refused it: {e}"
             except Exception as e:  # noqa: BLE001 - any failure here means: no boundary
                 why = f"{type(e).__name__}: {e}"
+        import site                     # started with -S (the boundary needs only the standard library):
+        site.main()                     # the learner's code gets its site-packages here
         if not os.path.isdir(os.getcwd()):             # a boundary that failed half-way hid it
             os.makedirs(WORK_DIR, exist_ok=True)
             os.chdir(WORK_DIR)
         learner_file = os.path.join(os.getcwd(), init["name"])
         with open(learner_file, "wb") as f:
             f.write(init["source"])
-        isolation, hidden = f"best effort on this system ({why})", init["hide"]
-        init = None
-    name = init["module"] if init else os.path.splitext(os.path.basename(learner_file))[0]
+        isolation, hidden, name = f"best effort on this system ({why})", init["hide"], init["module"]
+        del init
+    import importlib.util
+    import pickle
     sys.argv = [learner_file]
     _write_msg(rep_fd, ("isolation", isolation))          # before any learner code runs
     _fence(hidden)
@@ -406,15 +408,19 @@ def _child_main(argv: list[str]) -> int:
 
 
 # ============================================================== the worker's side
+import pickle  # noqa: E402 - the worker's side only: the learner's side imports it after the boundary
+
 _RUNNER_CODE: str | None = None
+_WORKER_SIDE = "\n# ============================================================== the worker's side\n"
 
 
 def _runner_code() -> str:
-    """This file's text, given to the learner process with -c: no path of the course in its argv."""
+    """The learner's side of this file, given to the learner process as -c text (no path in its argv)."""
     global _RUNNER_CODE
     if _RUNNER_CODE is None:
         with open(__file__, encoding="utf-8") as f:
-            _RUNNER_CODE = f.read()
+            text = f.read()
+        _RUNNER_CODE = text[:text.index(_WORKER_SIDE)] + "\nsys.exit(_child_main(sys.argv))\n"
     return _RUNNER_CODE
 
 
@@ -580,7 +586,7 @@ class LearnerProcess:
         # argv, cwd and environment say nothing of the course: the code arrives as -c text, the
         # working directory is an empty temp folder, the environment is built from scratch
         self._proc = subprocess.Popen(
-            [sys.executable, "-E", "-P", "-B", "-u", "-c", _runner_code(), str(cmd_r), str(rep_w)],
+            [sys.executable, "-E", "-S", "-P", "-B", "-u", "-c", _runner_code(), str(cmd_r), str(rep_w)],
             pass_fds=(cmd_r, rep_w), stdin=subprocess.DEVNULL, cwd=self._tmp.name,
             env=dict(_learner_env(), HOME=self._tmp.name, TMPDIR=self._tmp.name))
         os.close(cmd_r)
@@ -588,10 +594,11 @@ class LearnerProcess:
         self._cmd, self._rep = cmd_w, rep_r
         name = "".join(c if c.isalnum() or c in "._-" else "_" for c in self.path.name).lstrip(".") or "file.py"
         stem = "".join(c if c.isalnum() else "_" for c in self.path.stem)
+        import marshal
         hidden = _hidden_paths()
-        return {"source": self.path.read_bytes(), "name": name, "module": stem,
+        return marshal.dumps({"source": self.path.read_bytes(), "name": name, "module": stem,
                 "boundary": config.isolation_wanted(), "hide": hidden, "keep": _keep_paths(hidden),
-                "tmp_bytes": config.LEARNER_TMP_BYTES, "env": _learner_env()}
+                "tmp_bytes": config.LEARNER_TMP_BYTES, "env": _learner_env()})
 
     def _exit_status(self) -> str:
         rc = self._proc.poll() if self._proc else None
@@ -611,7 +618,9 @@ class LearnerProcess:
         if self._ended is not None:
             raise Ended(self._ended)
         try:
-            if msg is not None:
+            if isinstance(msg, bytes):
+                _write_raw(self._cmd, msg)
+            elif msg is not None:
                 _write_msg(self._cmd, msg)
             deadline = time.monotonic() + self.call_limit
             magic, n = _HEADER.unpack(_read_exact(self._rep, _HEADER.size, deadline))
