@@ -1,22 +1,49 @@
-"""The learner's Python runs in a process of its own, apart from the grader.
+"""The learner's Python runs in a process of its own, behind the kernel's namespaces where it can.
 
-A CPU exercise's check.py runs in the judge's worker process (judge.grading.check_child). When it asks for the
-learner's functions (sub.learner_module("schedule", ...)) it gets a proxy: each attribute is a
-callable that runs in a second child, the learner process, started by this module:
+A CPU exercise's check.py runs in the judge's worker process (judge.grading.check_child). When it
+asks for the learner's functions (sub.learner_module("schedule", ...)) it gets a proxy: each
+attribute is a callable that runs in the learner process, started by this module:
 
     worker (check.py, the reference, judge.*)  --pickled call-->  learner process (your file only)
                                                <--plain values--
 
-The learner process
-  - imports a copy of the learner's file from an empty temporary folder (its working directory);
-  - cannot import the judge (judge.*) nor anything of the course checkout (exercises/*/solution*,
-    the checks), and cannot open, list or run files there: a meta-path finder and an audit hook
-    (sys.addaudithook) refuse them, and it may not start other programs;
-  - has no way to report progress or results: those travel from the worker to judge.grading.check_process on a
-    private pipe the learner process does not inherit. Its stdout and stderr are shown as
-    "your output";
-  - answers each call within a time limit (JUDGE_TIMEOUT, 10 s for CPU exercises): a call that
-    does not return in time is a HANG, and the learner process is killed.
+Threat model. The learner's file is treated as hostile.
+  It may: compute, print (shown as "your output"), use its own temporary folder (/tmp, private).
+  It may not: read any file of the course other than its own submission (solutions, checks, the
+  judge, the workspace, the kernel cache); learn the course's location from anything the judge
+  hands it (argv, working directory, environment, its __main__, its frames, its parent's /proc);
+  talk to the grader except through its return values; forge or replace a result; turn its own
+  death or the grader's into a PASS.
+
+How, on Linux with unprivileged user namespaces (judge.grading.learner_process._enter_boundary):
+  - the process starts as `python -E -S -P -B -u -c <this file's learner side> FD FD` in an empty
+    temp folder with an environment built from scratch; its file arrives as bytes on a pipe;
+  - it enters new user, mount, PID, network and IPC namespaces. There the course checkout, the
+    workspace and the kernel cache are covered by empty tmpfs mounts (any file descriptor or
+    relative path with dir_fd finds nothing: the files are not in its world), every mount is made
+    read-only (it cannot plant code in the venv or ~ for the grader's next run) except a private
+    tmpfs /tmp, and a fresh /proc shows only its own namespace (no /proc/<ppid>/fd, cmdline, cwd);
+  - its first process forks the namespace's PID 1, which enters a second user + mount namespace
+    below the first (every inherited mount is then locked: even as root there it cannot unmount
+    what hides the course), starts a session of its own (kill(0, ...) reaches nothing outside), and
+    executes a fresh Python, so nothing of the setup (paths included) is left in its memory;
+  - the worker is non-dumpable and its result channel carries a per-run secret; a result counts
+    only if the worker then exits 0 (judge.grading.check_process).
+  What stays visible: the Python environment it runs on (read-only), which may name its own
+  location; the rest of the file system outside the hidden folders, read-only.
+  Landlock and seccomp are not used: mount namespaces already remove the files and PID
+  namespaces the processes, at about 0.1 s per check (tests/test_sandbox.py measures it).
+
+Where the kernel refuses (not Linux, user namespaces disabled, a container's seccomp profile), or
+with JUDGE_ISOLATION=best-effort, the learner process runs without namespaces behind an audit hook
+(sys.addaudithook) and a meta-path finder that refuse the course's folders by path and any
+program start; the verdict then says "isolation: best effort on this system". A hook sees a path
+as written, so this mode is a fence against mistakes, not against a deliberate attack.
+
+In both modes it cannot import the judge (judge.*), has no way to report progress or results (those
+travel from the worker on a pipe it does not inherit), and answers each call within a time limit
+(JUDGE_TIMEOUT, 10 s for CPU exercises): a call that does not return in time is a HANG, and the
+learner process is killed (its namespace's PID 1 dies with its parent, and everything in it).
 
 Values coming back are plain data only (numbers, strings, tuples, lists, dicts, sets, NumPy arrays),
 read with a restricted unpickler; anything else arrives as an Opaque stand-in showing its repr.
@@ -24,11 +51,8 @@ An exception raised by learner code is raised again in the worker as the same ty
 the nearest built-in type for the learner's own classes), with the learner's line in
 `learner_where` ("timeline.py line 12"), which judge.grading.submission.learner_error shows.
 
-This fence is against a learner's program reaching for the answers, not a security boundary
-against deliberate attacks through ctypes or native code.
-
-Run directly, this file is the learner process itself (`python -E -P -B judge/grading/learner_process.py FD FD`);
-that side imports nothing but the standard library.
+Not run by hand: the learner's side (everything above "the worker's side") imports only the
+standard library and runs as -c text. Tests: tests/test_sandbox.py, tests/test_isolation.py.
 """
 from __future__ import annotations
 
@@ -308,6 +332,7 @@ def _enter_boundary(init: dict, cmd_fd: int, rep_fd: int) -> None:
     _map_ids(uid, gid, proc_self)
     os.close(proc_self)
     linux.prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    os.setsid()             # its own process group: kill(0, ...) reaches nothing outside the namespace
     os.makedirs(WORK_DIR, exist_ok=True)
     os.chdir(WORK_DIR)
     path = os.path.join(WORK_DIR, init["name"])
@@ -756,6 +781,3 @@ class LearnerModule:
     def __repr__(self):
         return f"<your {self._proc.label}, running in its own process>"
 
-
-if __name__ == "__main__":
-    sys.exit(_child_main(sys.argv))
