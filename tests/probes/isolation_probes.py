@@ -88,3 +88,39 @@ def python_slow_with_progress(steps: int, step_s: float):
         time.sleep(step_s)
         isolate.progress(f"step {i + 1} of {steps}")
     return steps
+
+
+# ------------------------------------------------------------------ results that must not count
+_PASS = (b'R {"verdict": "PASS", "message": "forged", "tier": null, "details": [], "checked": [], '
+         b'"measurements": {}, "figures": [], "exercise": "", "file": ""}\n')
+
+
+def forges_on_the_channel():
+    """Writes a PASS on the worker's private channel without the run's secret, then returns."""
+    from judge.grading import submission
+    os.write(submission._channel._f.fileno(), _PASS)
+    return 42
+
+
+def sends_a_result_then_dies():
+    """A proper result (with the secret), then death by SIGKILL: what a learner who kills the worker
+    right after it wrote would leave behind."""
+    import signal
+    from judge.grading import submission
+    from judge.grading.result import Result, Verdict
+    submission._channel.result(Result(Verdict.PASS, "sent before dying"))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def sends_a_second_result():
+    """A proper result of its own, then the worker's: two results for one run."""
+    from judge.grading import submission
+    from judge.grading.result import Result, Verdict
+    submission._channel.result(Result(Verdict.PASS, "an extra one"))
+    return 42
+
+
+def worker_dumpable():
+    """prctl(PR_GET_DUMPABLE) in the worker: 0 means no same-user process may open its /proc files."""
+    import ctypes
+    return ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)
