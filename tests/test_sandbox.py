@@ -126,16 +126,21 @@ def test_reaching_for_the_solution_is_graded_wrong(boundary, tmp_path):
 
 
 def test_the_forge_probe_writes_into_a_parents_pipe_where_nothing_stops_it(tmp_path):
-    """The probe is real: a child of a process holding a pipe finds it in /proc and writes a PASS."""
+    """The probe is real: a child of a process holding a pipe finds it in /proc and writes a PASS.
+
+    The parent is a small process of its own that holds only that pipe and /dev/null (never this
+    test process, whose descriptors the probe would scribble on).
+    """
     r, w = os.pipe()
     try:
-        code = (f"import sys; sys.path.insert(0, {str(CHEATS)!r}); import forge_via_proc as f; "
-                f"print(len(f.WROTE))")
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        child = f"import sys; sys.path.insert(0, {str(CHEATS)!r}); import forge_via_proc"
+        parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}])"
+        subprocess.run([sys.executable, "-c", parent], pass_fds=(w,), stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
         os.close(w)
         w = None
         got = os.read(r, 1 << 16).decode()
-        assert '"verdict": "PASS"' in got and got.startswith("R "), (got[:200], out.stdout, out.stderr)
+        assert got.startswith("R ") and '"verdict": "PASS"' in got, got[:200]
     finally:
         os.close(r)
         if w is not None:
@@ -211,8 +216,19 @@ def test_best_effort_isolation_says_so_in_the_verdict(monkeypatch):
     ex = exercise.get("pipeline_timeline")
     r = _check(ex.id, ex.solution_path)
     assert r.verdict == Verdict.PASS, r
-    assert any(d.startswith("isolation: best effort on this system (the boundary was turned off")
-               for d in r.details), r.details
+    assert any(d.startswith("isolation: best effort on this system (the boundary was turned off: "
+                            "JUDGE_ISOLATION=best-effort): your code ran") for d in r.details), r.details
+
+
+@pytest.mark.parametrize("cheat", ["reach_solution.py", "forge_via_proc.py"])
+def test_the_command_line_grades_the_escapes_wrong(boundary, tmp_path, cheat):
+    """The learner's own command: python practice/judge.py check ID FILE (exit 1, WRONG)."""
+    f = _filled(cheat, tmp_path)
+    out = subprocess.run([sys.executable, str(ROOT / "practice" / "judge.py"), "check", "pipeline_timeline", str(f)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert "[pipeline_timeline] WRONG: schedule(K=4, L=10, C=10, S=1) returned 0 tiles" in out.stdout, out.stdout
+    assert "best effort" not in out.stdout
 
 
 def test_the_boundary_costs_under_0_3_s_per_check(boundary, tmp_path, monkeypatch):

@@ -112,7 +112,7 @@ def main(argv: list[str]) -> int:
         result = Result(Verdict.CRASH, f"the check returned {type(result).__name__}, not a Result")
     learner = getattr(sub, "_learner", None)
     if learner is not None and learner.best_effort:
-        why = learner.isolation[len("best effort on this system ("):].rstrip(")")
+        why = learner.isolation[len("best effort on this system ("):-1]
         result.details = list(result.details) + [BEST_EFFORT.format(why=why)]
     chan.result(result)
     return 0

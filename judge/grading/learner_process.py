@@ -355,7 +355,7 @@ def _child_main(argv: list[str]) -> int:
     else:                                 # the first message: marshal (built in, quick), from the worker
         import marshal
         init = marshal.loads(_read_exact(cmd_fd, _HEADER.unpack(_read_exact(cmd_fd, _HEADER.size, None))[1], None))
-        why = "the boundary was turned off (JUDGE_ISOLATION=best-effort)"
+        why = "the boundary was turned off: JUDGE_ISOLATION=best-effort"
         if init["boundary"]:
             try:
                 _enter_boundary(init, cmd_fd, rep_fd)     # returns only by raising
