@@ -224,6 +224,8 @@ class _Linux:
     """The Linux calls Python 3.11's os module lacks (unshare, mount, mount_setattr, prctl), via libc."""
 
     def __init__(self):
+        if not sys.platform.startswith("linux"):
+            raise OSError(f"no user namespaces on {sys.platform}")
         import ctypes
         self._ct = ctypes
         self._libc = libc = ctypes.CDLL(None, use_errno=True)
