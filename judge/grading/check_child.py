@@ -9,9 +9,11 @@ line opening with the run's secret (it came on stdin, never in argv or the envir
     <secret> B             a heartbeat: a call into the learner's code came back
     <secret> R <json>      the Result (it counts only if this process then exits with status 0)
 
-On Linux this process makes itself non-dumpable first (prctl PR_SET_DUMPABLE 0): then no other
-process of the same user without CAP_SYS_PTRACE may open its /proc/<pid>/fd, mem, environ or cwd,
-so even a learner process outside any namespace cannot write into the channel through /proc.
+Before it starts a learner process, this process makes itself non-dumpable on Linux
+(judge.grading.learner_process: prctl PR_SET_DUMPABLE 0): then no other process of the same user
+without CAP_SYS_PTRACE may open its /proc/<pid>/fd, mem, environ or cwd, so even a learner process
+outside any namespace cannot write into the channel through /proc. (GPU checks, which start no
+learner process, leave it as it is.)
 A learner's result in best-effort isolation (no namespaces on this system) carries a line saying so.
 
 A CUDA error (illegal address, launch failure, trap) becomes CRASH with the error's text.
@@ -56,23 +58,11 @@ def _is_cuda_error(e: BaseException) -> bool:
     return any("CUDA" in t.__name__ or "Cuda" in t.__name__ for t in type(e).__mro__)
 
 
-def _not_dumpable() -> None:
-    """Linux: no process of this user (a learner's among them) may open our /proc files or ptrace us."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)      # PR_SET_DUMPABLE = 4
-    except (OSError, AttributeError):
-        pass
-
-
 BEST_EFFORT = ("isolation: best effort on this system ({why}): your code ran in a process of its own "
                "behind an audit hook, without the kernel's namespaces")
 
 
 def main(argv: list[str]) -> int:
-    _not_dumpable()
     req = json.loads(sys.stdin.read())
     chan = Channel(int(argv[1]), req.get("secret", ""))
     chan.progress("loading the check")

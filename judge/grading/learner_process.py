@@ -451,6 +451,19 @@ def _runner_code() -> str:
     return _RUNNER_CODE
 
 
+def _worker_not_dumpable() -> None:
+    """Linux: from now on no process of this user without CAP_SYS_PTRACE (a learner's process
+    outside any namespace among them) may open this worker's /proc files (fd, mem, environ, cwd)
+    or ptrace it: prctl(PR_SET_DUMPABLE, 0)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)      # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        pass
+
+
 def _learner_env() -> dict:
     """The learner process's environment, from scratch: nothing in it names the course or the venv."""
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "MPLBACKEND": "Agg",
@@ -608,6 +621,7 @@ class LearnerProcess:
         """Start the learner process; the first message it gets holds its file's bytes, never a path."""
         import subprocess
         from judge import config
+        _worker_not_dumpable()
         cmd_r, cmd_w = os.pipe()
         rep_r, rep_w = os.pipe()
         # argv, cwd and environment say nothing of the course: the code arrives as -c text, the

@@ -121,6 +121,16 @@ def sends_a_second_result():
 
 
 def worker_dumpable():
-    """prctl(PR_GET_DUMPABLE) in the worker: 0 means no same-user process may open its /proc files."""
+    """prctl(PR_GET_DUMPABLE) in the worker before and after it starts a learner process: (1, 0)
+    means no same-user process may open its /proc files once learner code can run."""
     import ctypes
-    return ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)
+    from pathlib import Path
+    from judge.grading import learner_process
+    get = lambda: ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)    # noqa: E731 - PR_GET_DUMPABLE
+    before = get()
+    p = learner_process.LearnerProcess(Path(__file__).parent / "cheats" / "exits_in_call.py", call_limit=30)
+    try:
+        p.module()
+        return [before, get()]
+    finally:
+        p.close()
