@@ -3,8 +3,9 @@
 Each cheat in tests/probes/cheats/ is graded as a learner would have it graded (grade.check, the
 same path as `course check`), and must get the verdict its code deserves, not PASS. The escapes of
 issue 18 (dir_fd, __main__.__file__, frame locals, /proc/<ppid>, a forged result then the worker
-killed, code planted for the next run) are tried behind the kernel's namespaces, and each probe is
-first shown to work where nothing stops it. The best-effort fallback (JUDGE_ISOLATION=best-effort)
+killed) and others (code planted for the grader's next run, native code past the audit hook
+unmounting or bind-mounting around what hides the course) are tried behind the kernel's
+namespaces, and each probe is first shown to work where nothing stops it. The best-effort fallback (JUDGE_ISOLATION=best-effort)
 is forced and must say so in the verdict. The boundary's cost per check is measured.
 The proxy that check.py files use (sub.learner_module) is tested on its own: exceptions, values,
 output, limits.
@@ -192,6 +193,23 @@ def test_nothing_can_be_planted_for_the_graders_next_run(boundary, tmp_path):
         Path(f).unlink()
     assert len(places) >= 5, places
     assert wrote == [] and leaked == [], (wrote, leaked)
+
+
+def test_native_code_past_the_hook_still_cannot_uncover_the_course(boundary, tmp_path):
+    """The audit hook is not the boundary: syscall(2) through a raw function pointer gets past it,
+    and umount / a non-recursive bind of the course's parent (from its own namespace too) must fail."""
+    ex = exercise.get("pipeline_timeline")
+    sub = Submission(ex, _filled("native_mount.py", tmp_path), tmp_path / "figures", call_limit=30)
+    try:
+        mod = sub.learner_module("attack")
+        assert mod.hook_bypassed() is True             # the probe really runs native code
+        steps = mod.attack()
+    finally:
+        sub.close()
+    assert len(steps) == 7, steps
+    assert all(seen == [] for _, _, seen in steps), steps
+    refused = {step: rc for step, rc, _ in steps if step.startswith(("umount", "bind the parent"))}
+    assert len(refused) == 4 and all(rc < 0 for rc in refused.values()), steps
 
 
 def test_the_learner_cannot_see_or_signal_the_grader(boundary, tmp_path):
