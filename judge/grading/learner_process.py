@@ -32,7 +32,7 @@ How, on Linux with unprivileged user namespaces (judge.grading.learner_process._
   What stays visible: the Python environment it runs on (read-only), which may name its own
   location; the rest of the file system outside the hidden folders, read-only.
   Landlock and seccomp are not used: mount namespaces already remove the files and PID
-  namespaces the processes, at about 0.1 s per check (tests/test_sandbox.py measures it).
+  namespaces the processes, for under 0.1 s per check (tests/test_sandbox.py measures it).
 
 Where the kernel refuses (not Linux, user namespaces disabled, a container's seccomp profile), or
 with JUDGE_ISOLATION=best-effort, the learner process runs without namespaces behind an audit hook
