@@ -113,6 +113,7 @@ import numpy as np
 
 from judge.model import ptx as _ptx
 from judge.model import replay  # noqa: F401 - model.replay.draw(report): the run as a pipeline timeline
+from judge.model import tcgen05  # noqa: F401 - registers tcgen05.* (tensor memory, judge.model.tcgen05)
 from judge.model.machine import Hang, Machine, Unsupported, Violation
 
 __all__ = ["run", "Report", "Violation", "Hang", "Unsupported", "parse"]

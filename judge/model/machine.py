@@ -305,6 +305,9 @@ class Machine:
         self.next_col = n
         self.steps = 0
         self.cur_pc = 0
+        self.tc = None                        # tcgen05 / tensor memory (judge.model.tcgen05), at first use
+        self.taint = {}                       # register -> lanes whose value came from a tcgen05.ld
+        self.cur_taint = None                 # lanes of the current instruction that read a marked value
         self._exec_loop()
         self._finish()
 
@@ -323,6 +326,11 @@ class Machine:
             name = op.name
             if self.acc_pending and name in self.acc_pending and (self.acc_pending[name] & self.cur_mask).any():
                 self._early_acc(name, ins, "read")
+            if self.tc is not None and name in self.tc.ld_pending and (self.tc.ld_pending[name] & self.cur_mask).any():
+                from judge.model import tcgen05
+                tcgen05.early_register(self, name, ins, "read")
+            if self.taint and name in self.taint:         # the value came from tensor memory: so does the result
+                self.cur_taint = self.taint[name].copy() if self.cur_taint is None else self.cur_taint | self.taint[name]
             if name in self.regs:
                 v = self.regs[name]
             elif name in self.sreg:
@@ -385,6 +393,12 @@ class Machine:
                 self._early_acc(name, None, "write")
             w = self.wg_written.setdefault(name, np.full(self.n, -1, np.int64))
             w[mask] = self.gtime
+        if not internal and self.tc is not None and name in self.tc.ld_pending and (self.tc.ld_pending[name] & mask).any():
+            from judge.model import tcgen05
+            tcgen05.early_register(self, name, None, "write")
+        if not internal and (self.cur_taint is not None or name in self.taint):
+            tt = self.taint.setdefault(name, np.zeros(self.n, bool))
+            tt[mask] = self.cur_taint[mask] if self.cur_taint is not None else False
         val = np.asarray(val)
         reg = self.regs.get(name)
         if reg is None:
@@ -491,6 +505,9 @@ class Machine:
         w = data.shape[1]
         order = np.empty(self.n, np.int64)
         order[lanes] = np.arange(len(lanes))
+        self.counts["gstore.bytes"] += len(lanes) * w
+        if self.cur_taint is not None:       # bytes whose value came out of tensor memory (tcgen05.ld)
+            self.counts["gstore.from.tcgen05.ld.bytes"] += w * int(np.count_nonzero(self.cur_taint[lanes]))
         for sel, u8, off in self._regions_of(a, w, lanes, ins, write=True):
             u8[off[:, None] + np.arange(w)] = data[order[sel]]
 
@@ -738,6 +755,7 @@ class Machine:
             if h is None:
                 h = handlers[p] = self._handler(ins)
             self.cur_mask = mask
+            self.cur_taint = None
             h(ins, mask, nact == self.n)
             self.gtime += 1
 
@@ -815,7 +833,8 @@ class Machine:
         raise Hang("every live thread is blocked:\n  " + "\n  ".join(lines), graph)
 
     def _flush_cpasync_arrivals(self):
-        return False
+        from judge.model import tcgen05          # a tcgen05.commit's arrival, due once nothing else can run
+        return tcgen05.flush_commits(self)
 
     def _is_pred(self, name):
         v = self.regs.get(name)
@@ -962,6 +981,9 @@ class Machine:
                           f"memory: the block's shared memory is released when it exits. Wait with "
                           f"cp.async.bulk.wait_group.read 0 before exiting")
                 self._bulk_complete(b, ins)
+        if self.tc is not None:                  # tensor memory still allocated at exit
+            from judge.model import tcgen05
+            tcgen05.on_exit(self, ins)
         # a barrier the exited threads no longer block
         for key, b in list(self.bars.items()):
             self._try_release_bar(key, ins)
