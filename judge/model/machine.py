@@ -190,6 +190,9 @@ class Machine:
         return f"{src} [PTX line {ins.line}: {ins.text}]" if src else f"PTX line {ins.line}: {ins.text}"
 
     def fail(self, rule, ins, message):
+        tc = getattr(self, "tc", None)
+        if tc is not None and tc.notes:           # what the tcgen05 model saw that explains the failure
+            message += ". Note: " + "; ".join(tc.notes)
         v = Violation(rule, self.where(ins), message)
         self.violations.append(v)
         self.event("violation", rule=rule, where=self.where(ins))
@@ -698,8 +701,9 @@ class Machine:
             self.fail("async-read-overwritten", ins,
                       f"{self.tdesc(thr[i])}'s {what} at {self.where(ins)} overwrites shared "
                       f"[0x{4 * int(words[i, j]):x}] while an asynchronous read of it may still run (a TMA/bulk "
-                      f"store before its cp.async.bulk.wait_group.read, or a wgmma before the "
-                      f"wgmma.wait_group that covers it)")
+                      f"store before its cp.async.bulk.wait_group.read, a wgmma before the "
+                      f"wgmma.wait_group that covers it, or a tcgen05.mma before its tcgen05.commit's "
+                      f"mbarrier phase was waited for)")
 
     # ------------------------------------------------------------------ the loop
     # instructions that cannot change which threads run next (no branch, barrier, wait or arrival)

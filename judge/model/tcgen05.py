@@ -415,6 +415,11 @@ def mma(m, ins):
             m.event("tcgen05.mma", thread=t, n=N, accumulate=bool(en[t]))
         if issuers > 1:
             m.counts["tcgen05.mma.issued_by_several_threads"] += 1
+            note = (f"{issuers} threads executed the tcgen05.mma at {m.where(ins)} together: it is a single-thread "
+                    f"instruction ({ISA}, issue granularity), so each of them issued an MMA of its own, and "
+                    f"each tcgen05.commit tracks only its own thread's MMAs; let one thread issue them")
+            if not any("single-thread instruction" in x for x in tc.notes):
+                tc.notes.append(note)
     return run
 
 
@@ -600,16 +605,13 @@ def ld(m, ins):
             busy = cols[cm.col_op[cols] >= 0]
             if len(busy):
                 r = tc.ops[int(cm.col_op[busy[0]])]
-                several = (f" ({r.issuers} threads executed that tcgen05.mma together: it is a single-thread "
-                           f"instruction, so each of them issued an MMA of its own, and each commit tracks only "
-                           f"its own thread's MMAs)" if r.issuers > 1 else "")
                 m.fail("tcgen05-ld-in-flight", ins,
                        f"warp {w}{_blk(m, c)} reads tensor-memory column {int(busy[0])} with tcgen05.ld at "
                        f"{m.where(ins)} while the tcgen05.mma issued by {m.tdesc(r.thread)} at "
                        f"{m.where(m.k.code[r.pc])} may still be writing it: "
                        + ("that MMA was never committed (tcgen05.commit)" if not r.committed else
                           "the mbarrier arrival of its tcgen05.commit has not come")
-                       + f"{several}. Wait on the commit's mbarrier phase first ({ISA}, tcgen05.commit)")
+                       + f". Wait on the commit's mbarrier phase first ({ISA}, tcgen05.commit)")
             vc = cm.col_done_vc[cols]
             done = vc >= 0
             if done.any():

@@ -105,3 +105,4 @@ class State:
         self.ld_pending: dict[str, np.ndarray] = {}      # register -> lanes whose tcgen05.ld is not waited
         self.ld_pending_pc: dict[str, int] = {}
         self.alloc_blocked: dict[int, list] = {}         # cta -> threads waiting in tcgen05.alloc
+        self.notes: list[str] = []                       # said with any Violation (e.g. MMAs issued by many threads)
