@@ -199,6 +199,7 @@ def relinquish(m, ins):
         for c, w, ts in _warps(m, ins, mask, "tcgen05.relinquish_alloc_permit"):
             tc.cta[c].relinquished = True
             m.counts["tcgen05.relinquish_alloc_permit"] += 1
+            m.event("tcgen05.relinquish", warp=w, block=c)
     return run
 
 
@@ -412,7 +413,8 @@ def mma(m, ins):
             tc.uncommitted.setdefault(t, []).append(rec)
             m.counts["tcgen05.mma"] += 1
             m.counts["tcgen05.mma.flops"] += 2 * Mr * N * K
-            m.event("tcgen05.mma", thread=t, n=N, accumulate=bool(en[t]))
+            m.event("tcgen05.mma", thread=t, warp=int(m.lt[t]) // 32, block=c, col=col, n=N,
+                    accumulate=bool(en[t]))
         if issuers > 1:
             m.counts["tcgen05.mma.issued_by_several_threads"] += 1
             note = (f"{issuers} threads executed the tcgen05.mma at {m.where(ins)} together: it is a single-thread "
@@ -502,7 +504,8 @@ def commit(m, ins):
                 r.committed = True
             tc.commits.append(TM.Commit(thread=t, pc=m.cur_pc, mb=mb, ops=ops, snap=m.VC[t].copy(), time=m.gtime))
             m.counts["tcgen05.commit"] += 1
-            m.event("tcgen05.commit", thread=t, mbarrier=f"0x{int(o):x}", mmas=len(ops))
+            m.event("tcgen05.commit", thread=t, warp=int(m.lt[t]) // 32, block=int(c), mbarrier=f"0x{int(o):x}",
+                    mmas=len(ops))
     return run
 
 
@@ -542,7 +545,8 @@ def _deliver(m, tc, cmt):
             m.r_wt[r.cta, words, min(w, m.r_wt.shape[2] - 1)] = cmt.time
             m.r_pc[r.cta, words] = r.pc
         r.done = True
-    m.event("tcgen05.complete", thread=cmt.thread, mmas=len(cmt.ops))
+    m.event("tcgen05.complete", thread=cmt.thread, block=int(m.cta[cmt.thread]), mbarrier=f"0x{cmt.mb['off']:x}",
+            mmas=len(cmt.ops))
     T._arrive(m, cmt.mb, cmt.thread, m.k.code[cmt.pc], 1, snapshot=cmt.snap.copy(), when=cmt.time)
 
 
@@ -651,6 +655,7 @@ def ld(m, ins):
                 cm.read_pc[int(t)] = m.cur_pc
             m.counts["tcgen05.ld"] += 1
             m.counts["tcgen05.ld.bytes"] += 4 * nrep * len(ts)
+            m.event("tcgen05.ld", warp=w, block=c, lane=lane, col=col, ncols=nrep)
     return run
 
 
