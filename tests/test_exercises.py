@@ -5,7 +5,7 @@ A fixture's verdict is declared in its exercise.toml. Where this machine cannot 
   - a GPU exercise (sm_90a) without a Hopper GPU is graded by the CPU model of the machine
     (judge.model): a fixture may declare what it gets there with `cpu = "..."` (e.g. a timing verdict,
     which the model cannot give, or SKIP where the model does not know an instruction);
-  - an sm_100a exercise is compile-only everywhere: its verdicts are the same on every machine.
+  - an sm_100a exercise runs on the CPU model on every machine (no Blackwell GPU): its verdicts are the same everywhere.
 The H200's own verdicts are in record/hopper.json (judge.record.hopper_run), checked by tests/test_record.py.
 """
 import pytest

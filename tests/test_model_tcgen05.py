@@ -45,7 +45,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) probe(const uint4* img, int
   if (warp == 0) {
 #endif
     alloc(&base, COLS);
-#if MISTAKE != 12
+#if MISTAKE != 12 && MISTAKE != 14
     asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" ::: "memory");
 #endif
 #if MISTAKE == 2
@@ -53,7 +53,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) probe(const uint4* img, int
 #endif
   }
 #if MISTAKE == 12
-  if (warp == 1) alloc(&extra, 512);            // 256 + 512 > 512 columns: waits forever
+  if (warp == 1) alloc(&extra, 256);            // 256 + 256 + 256 > 512 columns: one waits forever
+  if (warp == 2) alloc(&extra, 256);
+#elif MISTAKE == 14
+  if (warp == 1) alloc(&extra, 512);            // more columns than the allocation before it
 #endif
   if (threadIdx.x == 0) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_addr(&done)) : "memory");
@@ -230,6 +233,7 @@ def test_the_output_carries_tensor_memory_only_when_it_comes_from_tcgen05_ld():
     (1, "tcgen05-aligned"), (2, "tcgen05-relinquished"), (3, "tcgen05-leak"), (4, "tcgen05-wait-ld"),
     (5, "tcgen05-uniform"), (6, "tcgen05-lane-quarter"), (7, "tcgen05-fence-after"), (8, "tcgen05-visibility"),
     (9, "tcgen05-dealloc-order"), (10, "tcgen05-ld-in-flight"), (11, "tcgen05-dealloc"), (13, "tcgen05-unallocated"),
+    (14, "tcgen05-alloc-grows"),
 ])
 def test_each_broken_rule_is_a_violation_naming_it(mistake, rule):
     with pytest.raises(model.Violation) as e:
@@ -239,7 +243,7 @@ def test_each_broken_rule_is_a_violation_naming_it(mistake, rule):
 
 
 def test_an_allocation_that_never_fits_hangs():
-    with pytest.raises(model.Hang, match="tcgen05.alloc of 512 columns"):
+    with pytest.raises(model.Hang, match="tcgen05.alloc of 256 columns"):
         run(12)
 
 

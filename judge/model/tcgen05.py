@@ -11,7 +11,8 @@ one path of one warp is found however the kernel reaches it. The sections named 
   tcgen05-aligned        alloc, dealloc, relinquish_alloc_permit, ld, st, wait::ld, wait::st are
                          .sync.aligned: every thread of the warp executes them together ("Issue
                          granularity"); one thread alone is a Violation.
-  tcgen05-alloc-size     nCols is a power of two in [32, 512] ("tcgen05.alloc").
+  tcgen05-alloc-size     nCols is a power of two in [32, 512] (9.7.16.7.1).
+  tcgen05-alloc-grows    the columns allocated do not increase from one allocation to the next (9.7.16.7.1).
   tcgen05-relinquished   no tcgen05.alloc after the CTA's tcgen05.relinquish_alloc_permit.
                          An alloc that cannot be satisfied blocks until columns are freed (HANG when
                          nothing frees them). The column it returns is drawn at random among the free
@@ -77,7 +78,7 @@ from judge.model import tensor_memory as TM
 from judge.model.machine import Unsupported
 from judge.model.registry import op
 
-ISA = "PTX ISA, tcgen05"
+ISA = "PTX ISA"
 
 
 def state(m) -> TM.State:
@@ -104,12 +105,11 @@ def _warps(m, ins, mask, what):
     for (c, w), ts in groups.items():
         first = c * m.nthr_cta + 32 * w
         rows = np.arange(first, min(first + 32, (c + 1) * m.nthr_cta))
-        live = rows[m.alive[rows]]
-        if len(ts) != len(live):
+        if len(ts) != len(rows):
             m.fail("tcgen05-aligned", ins,
-                   f"{len(ts)} of the {len(live)} threads of warp {w}{_blk(m, c)} executed {what} at "
+                   f"{len(ts)} of the {len(rows)} threads of warp {w}{_blk(m, c)} executed {what} at "
                    f"{m.where(ins)} (e.g. {m.tdesc(ts[0])}): it is .sync.aligned, so the whole warp executes "
-                   f"it together, converged ({ISA}, issue granularity). Put it under a condition that holds "
+                   f"it together, converged ({ISA} 9.7.16.7.1 / 9.7.16.8.3: .sync.aligned; a warp with a thread left out or exited is undefined behaviour). Put it under a condition that holds "
                    f"for every thread of one warp (if (warp == 0)), not for one thread")
         out.append((c, w, np.array(ts)))
     return out
@@ -156,13 +156,19 @@ def alloc(m, ins):
                 m.fail("tcgen05-relinquished", ins,
                        f"warp {w}{_blk(m, c)} executes tcgen05.alloc at {m.where(ins)} after the CTA gave up its "
                        f"allocation permit (tcgen05.relinquish_alloc_permit): allocate everything first, then "
-                       f"relinquish ({ISA}, tcgen05.relinquish_alloc_permit)")
+                       f"relinquish ({ISA} 9.7.16.7.1)")
             if ncols < 32 or ncols > TM.COLUMNS or ncols & (ncols - 1):
                 up = max(32, 1 << max(0, ncols - 1).bit_length())
                 m.fail("tcgen05-alloc-size", ins,
                        f"warp {w}{_blk(m, c)} allocates {ncols} columns at {m.where(ins)}: nCols must be a power "
-                       f"of two from 32 to 512 ({ISA}, tcgen05.alloc); round up to {min(up, 512)}")
+                       f"of two from 32 to 512 ({ISA} 9.7.16.7.1); round up to {min(up, 512)}")
                 raise M.Violation("tcgen05-alloc-size", m.where(ins), f"{ncols} columns")
+            if cm.last_alloc and ncols > cm.last_alloc:
+                m.fail("tcgen05-alloc-grows", ins,
+                       f"warp {w}{_blk(m, c)} allocates {ncols} columns at {m.where(ins)} after an allocation of "
+                       f"{cm.last_alloc}: the number of columns allocated should not increase between two "
+                       f"allocations of a CTA ({ISA} 9.7.16.7.1). Allocate the largest first")
+            cm.last_alloc = ncols
             free = cm.free_slots(ncols)
             if not free:
                 # the instruction blocks until columns are freed (by this CTA or another on the SM)
@@ -223,7 +229,7 @@ def dealloc(m, ins):
                 m.fail("tcgen05-dealloc", ins,
                        f"warp {w}{_blk(m, c)} frees {ncols} columns at tensor-memory address 0x{a:08x} at "
                        f"{m.where(ins)}, which is not a live allocation (live: {live}): free exactly the "
-                       f"address tcgen05.alloc wrote and the same column count, once ({ISA}, tcgen05.dealloc)")
+                       f"address tcgen05.alloc wrote and the same column count, once ({ISA} 9.7.16.7.1)")
                 continue
             cols = np.arange(col, col + ncols)
             busy = cols[cm.col_op[cols] >= 0]
@@ -235,7 +241,7 @@ def dealloc(m, ins):
                        f"column {int(busy[0])}: "
                        + ("it was never committed" if not mma.committed else
                           "its commit's mbarrier phase was not waited for")
-                       + f" ({ISA}, tcgen05.commit): commit, wait for the phase, then free")
+                       + f" ({ISA} 9.7.16.12.1, tcgen05.commit): commit, wait for the phase, then free")
             _check_dealloc_reads(m, tc, ins, c, w, ts, cols)
             del cm.allocs[col]
             cm.alloc_pc.pop(col, None)
@@ -279,8 +285,8 @@ def _check_dealloc_reads(m, tc, ins, c, w, ts, cols):
                f"warp {w}{_blk(m, c)} frees columns {int(cols[0])}..{int(cols[-1])} at {m.where(ins)}, which "
                f"{m.tdesc(r)} read with tcgen05.ld at {m.where(m.k.code[pc])}; {why}. The columns may be "
                f"freed (and reallocated) while that read still runs: tcgen05.fence::before_thread_sync, "
-               f"__syncthreads(), tcgen05.fence::after_thread_sync, then tcgen05.dealloc ({ISA}, "
-               f"tcgen05.fence and the memory consistency model of tcgen05)")
+               f"__syncthreads(), tcgen05.fence::after_thread_sync, then tcgen05.dealloc ({ISA} "
+               f"9.7.16.11.1 tcgen05.fence, 9.7.16.6 memory consistency model of tcgen05)")
         return
 
 
@@ -386,7 +392,7 @@ def mma(m, ins):
             if lane != 0:
                 m.fail("tcgen05-mma-address", ins, f"{m.tdesc(t)}'s tcgen05.mma writes D at tensor-memory "
                        f"address 0x{a:08x} (lane {lane}): an M = 128 MMA of one CTA fills lanes 0..127, so the "
-                       f"lane field of [d_tmem] is 0 ({ISA}, data path layout)")
+                       f"lane field of [d_tmem] is 0 ({ISA} 9.7.16.10.9, data path layout)")
             if cm.allocation_of(col, col + N) is None:
                 _unallocated(m, ins, t, c, col, col + N, "tcgen05.mma writes")
             A, wa = _operand(m, ins, t, c, int(ad[t]), Mr, K, f["a"], "A")
@@ -418,7 +424,7 @@ def mma(m, ins):
         if issuers > 1:
             m.counts["tcgen05.mma.issued_by_several_threads"] += 1
             note = (f"{issuers} threads executed the tcgen05.mma at {m.where(ins)} together: it is a single-thread "
-                    f"instruction ({ISA}, issue granularity), so each of them issued an MMA of its own, and "
+                    f"instruction ({ISA} 9.7.16, issue granularity), so each of them issued an MMA of its own, and "
                     f"each tcgen05.commit tracks only its own thread's MMAs; let one thread issue them")
             if not any("single-thread instruction" in x for x in tc.notes):
                 tc.notes.append(note)
@@ -439,7 +445,7 @@ def _check_idesc(m, ins, f, kind):
         raise Unsupported(ins.op, f"D format {f['dtype']} (only F32 accumulators, bits 4-5 = 1, are modelled)")
     if f["a"] is None or f["b"] is None:
         m.fail("tcgen05-idesc", ins, f"the instruction descriptor's A/B formats ({f['atype']}, {f['btype']}) "
-               f"are not formats of {kind} ({ISA}, instruction descriptor)")
+               f"are not formats of {kind} ({ISA} 9.7.16.4.2, instruction descriptor)")
         raise M.Violation("tcgen05-idesc", m.where(ins), "operand format")
     if f["a"] not in _ESIZE or f["b"] not in _ESIZE:
         raise Unsupported(ins.op, f"{f['a']} x {f['b']} operands (FP6 / FP4 of kind::f8f6f4 are not modelled)")
@@ -448,7 +454,7 @@ def _check_idesc(m, ins, f, kind):
     if f["m"] != 128 or f["n"] % 16 or not 16 <= f["n"] <= 256:
         m.fail("tcgen05-idesc", ins, f"the instruction descriptor says M = {f['m']}, N = {f['n']}: a "
                f".cta_group::1 MMA has M = 64 or 128 and N a multiple of 16 from 16 to 256 (bits 24-28 "
-               f"hold M >> 4, bits 17-22 N >> 3; {ISA}, instruction descriptor)")
+               f"hold M >> 4, bits 17-22 N >> 3; {ISA} 9.7.16.4.2)")
         raise M.Violation("tcgen05-idesc", m.where(ins), "shape")
 
 
@@ -456,7 +462,7 @@ def _operand(m, ins, t, c, desc, rows, K, fmt, what):
     d = decode_sdesc(desc)
     if d["fixed"] != 1:
         m.fail("tcgen05-descriptor", ins, f"{m.tdesc(t)}'s shared-memory descriptor of {what} ({desc:#018x}) "
-               f"has {d['fixed']:#05b} in bits 46-48, which must hold the fixed value 0b001 ({ISA}, shared "
+               f"has {d['fixed']:#05b} in bits 46-48, which must hold the fixed value 0b001 ({ISA} 9.7.16.4.1, shared "
                f"memory descriptor)")
     if d["base_offset"] or d["lbo_mode"]:
         raise Unsupported(ins.op, "descriptor base offset / LBO mode other than 0")
@@ -479,7 +485,7 @@ def _unallocated(m, ins, t, c, lo, hi, verb):
     live = ", ".join(f"{n} columns at {b}" for b, n in sorted(state(m).cta[c].allocs.items())) or "none"
     m.fail("tcgen05-unallocated", ins, f"{m.tdesc(t)}: {verb} tensor-memory columns {lo}..{hi - 1} at "
            f"{m.where(ins)}, outside every live allocation of this CTA (live: {live}). Use the address "
-           f"tcgen05.alloc wrote to shared memory ({ISA}, tcgen05.alloc)")
+           f"tcgen05.alloc wrote to shared memory ({ISA} 9.7.16.7.1)")
     raise M.Violation("tcgen05-unallocated", m.where(ins), "unallocated tensor memory")
 
 
@@ -569,7 +575,7 @@ def _uniform(m, ins, addr, ts, w, c, what):
                f"the threads of warp {w}{_blk(m, c)} give {what} different tensor-memory addresses at "
                f"{m.where(ins)}: {m.tdesc(ts[0])} 0x{int(v[0]):08x}, {m.tdesc(ts[k])} 0x{int(v[k]):08x}. The "
                f"address is one per warp (the lane field names the warp's first lane; each thread gets lane "
-               f"+ its lane id): compute it from the warp id only ({ISA}, tcgen05.ld / tcgen05.st)")
+               f"+ its lane id): compute it from the warp id only ({ISA} 9.7.16.8.3 tcgen05.ld, 9.7.16.8.4 tcgen05.st)")
         raise M.Violation("tcgen05-uniform", m.where(ins), "warp-varying tensor-memory address")
 
 
@@ -580,7 +586,7 @@ def _access(m, ins, tc, c, w, ts, a, ncols, verb):
         m.fail("tcgen05-lane-quarter", ins,
                f"warp {w}{_blk(m, c)} {verb} tensor-memory lanes {lane}..{lane + 31} at {m.where(ins)}, but warp "
                f"{w} may reach only lanes {32 * q}..{32 * q + 31}: warp id % 4 = {q} picks its quarter of the 128 "
-               f"lanes ({ISA}, tensor memory access restrictions). Address lane 32 * (warp % 4)")
+               f"lanes ({ISA} 9.7.16.8.1, access restrictions). Address lane 32 * (warp % 4)")
         raise M.Violation("tcgen05-lane-quarter", m.where(ins), "lane quarter")
     if tc.cta[c].allocation_of(col, col + ncols) is None:
         _unallocated(m, ins, int(ts[0]), c, col, col + ncols, verb)
@@ -615,7 +621,7 @@ def ld(m, ins):
                        f"{m.where(m.k.code[r.pc])} may still be writing it: "
                        + ("that MMA was never committed (tcgen05.commit)" if not r.committed else
                           "the mbarrier arrival of its tcgen05.commit has not come")
-                       + f". Wait on the commit's mbarrier phase first ({ISA}, tcgen05.commit)")
+                       + f". Wait on the commit's mbarrier phase first ({ISA} 9.7.16.12.1, tcgen05.commit)")
             vc = cm.col_done_vc[cols]
             done = vc >= 0
             if done.any():
@@ -628,14 +634,14 @@ def ld(m, ins):
                            f"{m.tdesc(t)} reads the MMA result in column {int(cols[j])} with tcgen05.ld at "
                            f"{m.where(ins)} without having observed the mbarrier phase its tcgen05.commit "
                            f"completed (nor synchronized with a thread that did): wait on that mbarrier "
-                           f"phase, then tcgen05.fence::after_thread_sync ({ISA}, memory consistency model)")
+                           f"phase, then tcgen05.fence::after_thread_sync ({ISA} 9.7.16.6, memory consistency model of tcgen05)")
                 elif (tc.fence_after[ts] < tdone).any():
                     t = int(ts[int(np.argmax(tc.fence_after[ts] < tdone))])
                     m.fail("tcgen05-fence-after", ins,
                            f"{m.tdesc(t)} reads the MMA result in column {int(cols[j])} with tcgen05.ld at "
                            f"{m.where(ins)} with no tcgen05.fence::after_thread_sync between its wait on the "
                            f"commit's mbarrier (or the barrier after it) and this read: the fence orders "
-                           f"tcgen05 operations after a thread synchronization ({ISA}, tcgen05.fence)")
+                           f"tcgen05 operations after a thread synchronization ({ISA} 9.7.16.11.1, tcgen05.fence)")
             rows = lane + (m.lt[ts] % 32)
             vals = cm.cells[rows[:, None], cols[None, :]]               # (32, nrep)
             wmask = np.zeros(m.n, bool)
@@ -668,7 +674,7 @@ def early_register(m, name, ins, what):
     m.fail("tcgen05-wait-ld", ins,
            f"{m.tdesc(t)} {what}s register {name} at {m.where(ins)}, which the tcgen05.ld at "
            f"{m.where(m.k.code[pc])} writes asynchronously: it holds the value only after "
-           f"tcgen05.wait::ld.sync.aligned ({ISA}, tcgen05.wait). Wait before using the registers")
+           f"tcgen05.wait::ld.sync.aligned ({ISA} 9.7.16.8.3: tcgen05.ld is asynchronous; tcgen05.wait). Wait before using the registers")
     tc.ld_pending[name][m.cur_mask] = False
     if not tc.ld_pending[name].any():
         del tc.ld_pending[name]
@@ -757,4 +763,4 @@ def on_exit(m, ins):
                f"block{_blk(m, c) or ''} exits with {n} tensor-memory columns (from column {base}) still allocated "
                f"by the tcgen05.alloc at {m.where(m.k.code[cm.alloc_pc.get(base, 0)])}: every allocation needs "
                f"its tcgen05.dealloc, by the warp that allocated, before the CTA exits; the columns are not "
-               f"freed at exit and the next CTA on the SM waits for them ({ISA}, tcgen05.alloc)")
+               f"freed at exit and the next CTA on the SM waits for them ({ISA} 9.7.16.7.1)")

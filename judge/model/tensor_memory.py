@@ -69,6 +69,7 @@ class CtaMemory:
     allocs: dict = field(default_factory=dict)
     alloc_pc: dict = field(default_factory=dict)          # base -> pc of the tcgen05.alloc
     relinquished: bool = False
+    last_alloc: int = 0                                   # columns of the CTA's last tcgen05.alloc
     col_op: np.ndarray = field(default_factory=lambda: np.full(COLUMNS, -1, np.int64))
     col_done_vc: np.ndarray = field(default_factory=lambda: np.full(COLUMNS, -1, np.int64))
     col_done_t: np.ndarray = field(default_factory=lambda: np.zeros(COLUMNS, np.int64))
