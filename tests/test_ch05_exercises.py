@@ -4,7 +4,7 @@ Run: python -m pytest tests/test_ch05_exercises.py -q
 
 e8m0_scale, mx_quantize and tmem_plan run on the CPU. tcgen05_gemm targets sm_100a, which no
 machine of the course has: its check compiles, reads the SASS and runs the kernel's PTX on the CPU
-model (judge.model.tcgen05), so its verdicts are the same on every machine, and a PASS says it was
+model (judge.model.ops.tcgen05), so its verdicts are the same on every machine, and a PASS says it was
 not run on a GPU.
 """
 from concurrent.futures import ThreadPoolExecutor

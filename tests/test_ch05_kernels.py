@@ -21,7 +21,7 @@ H200_PEAK = {"bf16": 989.5, "fp8": 1979.0}
 
 
 def test_the_chapter_tile_runs_on_the_model_and_matches_float64():
-    """tcgen05_tile's own PTX on the CPU model (judge.model.tcgen05): every tensor-memory rule checked
+    """tcgen05_tile's own PTX on the CPU model (judge.model.ops.tcgen05): every tensor-memory rule checked
     thread by thread, C compared against float64 (run_tile raises otherwise), the output from TMEM."""
     b = build.compile(CH / "tcgen05_tile.cu", target="sm_100a")
     rep = tmem.run_tile(b, "tcgen05_tile", M=128, N=256, K=192, seed=3)

@@ -1,4 +1,4 @@
-"""Tensor memory and tcgen05 in the CPU model (judge.model.tcgen05): arithmetic against float64 and every rule.
+"""Tensor memory and tcgen05 in the CPU model (judge.model.ops.tcgen05): arithmetic against float64 and every rule.
 
 Run: python -m pytest tests/test_model_tcgen05.py -q
 
@@ -15,7 +15,7 @@ import pytest
 from judge import model
 from judge.gpu import build
 from judge.hw import wgmma
-from judge.model import tcgen05
+from judge.model.ops import tcgen05
 
 PROBE = r"""
 // tcgen05_probe.cu - one CTA: shared image -> MMAs -> commit -> wait -> tcgen05.ld -> C; MISTAKE = n breaks one rule.
@@ -242,7 +242,7 @@ def test_each_broken_rule_is_a_violation_naming_it(mistake, rule):
         run(mistake)
     assert e.value.rule == rule, str(e.value)
     assert "tcgen05_probe.cu:" in str(e.value)
-    assert "PTX ISA 9.7.16" in str(e.value) or rule == "proxy-fence"
+    assert "(PTX ISA, 9.7.16" in str(e.value) or rule == "proxy-fence"
 
 
 def test_an_allocation_that_never_fits_hangs():

@@ -6,7 +6,7 @@ exercise.toml's cases; this file holds what is this exercise's own:
     nearest even), decoded exactly to float64 by the reference; C is float32, poisoned with NaN by
     the engine before every launch.
   * without a GPU the kernel's own PTX runs on the CPU model of the machine (judge.model, with
-    tensor memory and tcgen05 from judge.model.tcgen05): the alloc / mma / commit / wait / ld /
+    tensor memory and tcgen05 from judge.model.ops.tcgen05): the alloc / mma / commit / wait / ld /
     dealloc protocol is checked thread by thread, the MMAs compute from the shared-memory and
     instruction descriptors, and C is compared against float64. [carries] asks that C's bytes come
     out of tensor memory (tcgen05.ld of the MMA results), so a kernel that runs the protocol but

@@ -1,7 +1,7 @@
 """Blackwell tensor memory and the tcgen05 protocol as a list of steps: for teaching and for drawing.
 
 Kernels are not judged here: their verdicts come from running their own PTX on the CPU model
-(judge.model.tcgen05). This module replays protocol steps written by hand (or taken from such a run)
+(judge.model.ops.tcgen05). This module replays protocol steps written by hand (or taken from such a run)
 to show each rule on its own and to draw the schedule of the tensor core and the epilogue.
 
     from judge.hw import tmem
@@ -19,7 +19,7 @@ to show each rule on its own and to draw the schedule of the tensor core and the
 
 Or replay a list of steps: tmem.replay([("alloc", 0, 128), ("mma", 0, 0, 128), ...]); or take them
 from a run of the kernel's own PTX on the CPU model (where the rules are enforced thread by thread,
-judge.model.tcgen05): tmem.replay(tmem.protocol_from_run(tmem.run_tile(build, "kernel"))).
+judge.model.ops.tcgen05): tmem.replay(tmem.protocol_from_run(tmem.run_tile(build, "kernel"))).
 Try it: python -m judge.hw.tmem
 
 The rules it enforces (each error names its rule and the step that broke it):
@@ -372,7 +372,7 @@ def _drain(t, n_acc, ncols, warps, chunk):
 def run_tile(build, kernel: str, *, M: int = 128, N: int = 128, K: int = 64, seed: int = 0,
              threads: int = 128):
     """Run a GEMM tile kernel `kernel(A, B, C, M, N, K)` (A, B bf16 bits, row-major, C float32) of
-    `build` on the CPU model (judge.model, tensor memory and tcgen05 in judge.model.tcgen05), with
+    `build` on the CPU model (judge.model, tensor memory and tcgen05 in judge.model.ops.tcgen05), with
     random normal inputs, and check C against float64. Returns the model's Report; raises
     judge.model.Violation / Hang for a broken rule, AssertionError when C is wrong. One CTA per
     128 x 128 tile, grid (N / 128, M / 128)."""

@@ -1,6 +1,6 @@
 """judge.model.tensor_memory - the tensor memory of each CTA, as the CPU model keeps it.
 
-Used by judge.model.tcgen05 (the tcgen05.* instructions); read that module for the rules.
+Used by judge.model.ops.tcgen05 (the tcgen05.* instructions); read that module for the rules.
 Try it: python -m pytest tests/test_model_tcgen05.py -q
 
 Per CTA (PTX ISA, "Tensor Memory"): 128 lanes x 512 columns of 32-bit cells, allocated by columns.
@@ -107,3 +107,37 @@ class State:
         self.ld_pending_pc: dict[str, int] = {}
         self.alloc_blocked: dict[int, list] = {}         # cta -> threads waiting in tcgen05.alloc
         self.notes: list[str] = []                       # said with any Violation (e.g. MMAs issued by many threads)
+
+
+def early_register(m, name, ins, what):
+    """A tcgen05.ld destination register read or written before tcgen05.wait::ld (hook of Machine.rd / wr)."""
+    tc = m.tc
+    t = int(np.nonzero(tc.ld_pending[name] & m.cur_mask)[0][0])
+    ins = ins or m.k.code[m.cur_pc]
+    pc = tc.ld_pending_pc.get(name, m.cur_pc)
+    tc.ld_pending[name][m.cur_mask] = False
+    if not tc.ld_pending[name].any():
+        del tc.ld_pending[name]
+    m.fail("tcgen05-wait-ld", ins,
+           f"{m.tdesc(t)} {what}s register {name} at {m.where(ins)}, which the tcgen05.ld at "
+           f"{m.where(m.k.code[pc])} writes asynchronously: it holds the value only after "
+           f"tcgen05.wait::ld.sync.aligned. Wait before using the registers")
+
+
+def check_exit(m, ins):
+    """Hook of the scheduler's on_exit: a block whose threads all exited must have freed its columns."""
+    tc = m.tc
+    for c, cm in enumerate(tc.cta):
+        if cm.leak_checked or not cm.allocs:
+            continue
+        rows = np.arange(c * m.nthr_cta, (c + 1) * m.nthr_cta)
+        if m.alive[rows].any():
+            continue
+        cm.leak_checked = True
+        base, n = sorted(cm.allocs.items())[0]
+        who = f"block rank {c}" if m.ncta > 1 else "the block"
+        m.fail("tcgen05-leak", ins,
+               f"{who} exits with {n} tensor-memory columns (from column {base}) still allocated by the "
+               f"tcgen05.alloc at {m.where(m.k.code[cm.alloc_pc.get(base, 0)])}: every allocation needs its "
+               f"tcgen05.dealloc before the CTA exits; the columns are not freed at exit and the next CTA on "
+               f"the SM waits for them")

@@ -1,4 +1,4 @@
-"""judge.model.tcgen05 - Blackwell's tensor memory and tcgen05 instructions in the CPU model.
+"""judge.model.ops.tcgen05 - Blackwell's tensor memory and tcgen05 instructions in the CPU model.
 
 The handlers are registered with judge.model.registry under their dotted PTX names; the state they
 keep (per CTA: 128 lanes x 512 columns of 32-bit cells) is judge.model.tensor_memory.
@@ -73,12 +73,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from judge.model import machine as M
+from judge.model import checks, completion
 from judge.model import tensor_memory as TM
-from judge.model.machine import Unsupported
+from judge.model.errors import Unsupported
 from judge.model.registry import op
 
-ISA = "PTX ISA"
 
 
 def state(m) -> TM.State:
@@ -109,7 +108,7 @@ def _warps(m, ins, mask, what):
             m.fail("tcgen05-aligned", ins,
                    f"{len(ts)} of the {len(rows)} threads of warp {w}{_blk(m, c)} executed {what} at "
                    f"{m.where(ins)} (e.g. {m.tdesc(ts[0])}): it is .sync.aligned, so the whole warp executes "
-                   f"it together, converged ({ISA} 9.7.16.7.1 / 9.7.16.8.3: .sync.aligned; a warp with a thread left out or exited is undefined behaviour). Put it under a condition that holds "
+                   f"it together, converged. Put it under a condition that holds "
                    f"for every thread of one warp (if (warp == 0)), not for one thread")
         out.append((c, w, np.array(ts)))
     return out
@@ -142,10 +141,11 @@ def _unblock_allocs(m, tc, c):
 # ---------------------------------------------------------------------------- allocation
 @op("tcgen05.alloc")
 def alloc(m, ins):
+    """tcgen05.alloc [dst], nCols: a whole warp allocates columns; the address goes to shared memory."""
     _unsupported_forms(ins)
     dst, nop = ins.args[:2]
 
-    def run(ins, mask, full):
+    def allocate(ins, mask, full):
         tc = state(m)
         n_all = _u32(m, nop, ins)
         for c, w, ts in _warps(m, ins, mask, "tcgen05.alloc"):
@@ -156,18 +156,18 @@ def alloc(m, ins):
                 m.fail("tcgen05-relinquished", ins,
                        f"warp {w}{_blk(m, c)} executes tcgen05.alloc at {m.where(ins)} after the CTA gave up its "
                        f"allocation permit (tcgen05.relinquish_alloc_permit): allocate everything first, then "
-                       f"relinquish ({ISA} 9.7.16.7.1)")
+                       f"relinquish")
             if ncols < 32 or ncols > TM.COLUMNS or ncols & (ncols - 1):
                 up = max(32, 1 << max(0, ncols - 1).bit_length())
                 m.fail("tcgen05-alloc-size", ins,
                        f"warp {w}{_blk(m, c)} allocates {ncols} columns at {m.where(ins)}: nCols must be a power "
-                       f"of two from 32 to 512 ({ISA} 9.7.16.7.1); round up to {min(up, 512)}")
-                raise M.Violation("tcgen05-alloc-size", m.where(ins), f"{ncols} columns")
+                       f"of two from 32 to 512; round up to {min(up, 512)}")
+                raise checks.abort(m, "tcgen05-alloc-size", ins, f"{ncols} columns")
             if cm.last_alloc and ncols > cm.last_alloc:
                 m.fail("tcgen05-alloc-grows", ins,
                        f"warp {w}{_blk(m, c)} allocates {ncols} columns at {m.where(ins)} after an allocation of "
                        f"{cm.last_alloc}: the number of columns allocated should not increase between two "
-                       f"allocations of a CTA ({ISA} 9.7.16.7.1). Allocate the largest first")
+                       f"allocations of a CTA. Allocate the largest first")
             cm.last_alloc = ncols
             free = cm.free_slots(ncols)
             if not free:
@@ -185,36 +185,38 @@ def alloc(m, ins):
             cm.alloc_pc[base] = m.cur_pc
             cta, off = _smem_target(m, ins, dst, ts[:1])
             c2, o = int(cta[0]), int(off[0])
-            m.check_smem_range(off, 4, ts[:1], ins)
+            checks.check_smem_range(m, off, 4, ts[:1], ins)
             m.sm[c2, o:o + 4] = np.frombuffer(np.uint32(base).tobytes(), np.uint8)
-            m.w_state[c2, o // 4] = M.GENERIC
+            m.w_state[c2, o // 4] = checks.GENERIC
             m.w_thread[c2, o // 4] = t0
             m.w_time[c2, o // 4] = m.gtime
             m.counts["tcgen05.alloc"] += 1
             m.counts["tcgen05.alloc.columns"] += ncols
             m.event("tcgen05.alloc", warp=w, block=c, columns=ncols, base=base)
-    return run
+    return allocate
 
 
 @op("tcgen05.relinquish_alloc_permit")
 def relinquish(m, ins):
+    """tcgen05.relinquish_alloc_permit: the CTA allocates no more."""
     _unsupported_forms(ins)
 
-    def run(ins, mask, full):
+    def give_up_permit(ins, mask, full):
         tc = state(m)
         for c, w, ts in _warps(m, ins, mask, "tcgen05.relinquish_alloc_permit"):
             tc.cta[c].relinquished = True
             m.counts["tcgen05.relinquish_alloc_permit"] += 1
             m.event("tcgen05.relinquish", warp=w, block=c)
-    return run
+    return give_up_permit
 
 
 @op("tcgen05.dealloc")
 def dealloc(m, ins):
+    """tcgen05.dealloc taddr, nCols: a whole warp frees an allocation, ordered after every use of it."""
     _unsupported_forms(ins)
     aop, nop = ins.args[:2]
 
-    def run(ins, mask, full):
+    def free(ins, mask, full):
         tc = state(m)
         addr = _u32(m, aop, ins)
         n_all = _u32(m, nop, ins)
@@ -229,7 +231,7 @@ def dealloc(m, ins):
                 m.fail("tcgen05-dealloc", ins,
                        f"warp {w}{_blk(m, c)} frees {ncols} columns at tensor-memory address 0x{a:08x} at "
                        f"{m.where(ins)}, which is not a live allocation (live: {live}): free exactly the "
-                       f"address tcgen05.alloc wrote and the same column count, once ({ISA} 9.7.16.7.1)")
+                       f"address tcgen05.alloc wrote and the same column count, once")
                 continue
             cols = np.arange(col, col + ncols)
             busy = cols[cm.col_op[cols] >= 0]
@@ -241,7 +243,7 @@ def dealloc(m, ins):
                        f"column {int(busy[0])}: "
                        + ("it was never committed" if not mma.committed else
                           "its commit's mbarrier phase was not waited for")
-                       + f" ({ISA} 9.7.16.12.1, tcgen05.commit): commit, wait for the phase, then free")
+                       + ": commit, wait for the phase, then free")
             _check_dealloc_reads(m, tc, ins, c, w, ts, cols)
             del cm.allocs[col]
             cm.alloc_pc.pop(col, None)
@@ -250,7 +252,7 @@ def dealloc(m, ins):
             m.counts["tcgen05.dealloc"] += 1
             m.event("tcgen05.dealloc", warp=w, block=c, columns=ncols, base=col)
             _unblock_allocs(m, tc, c)
-    return run
+    return free
 
 
 def _check_dealloc_reads(m, tc, ins, c, w, ts, cols):
@@ -285,8 +287,7 @@ def _check_dealloc_reads(m, tc, ins, c, w, ts, cols):
                f"warp {w}{_blk(m, c)} frees columns {int(cols[0])}..{int(cols[-1])} at {m.where(ins)}, which "
                f"{m.tdesc(r)} read with tcgen05.ld at {m.where(m.k.code[pc])}; {why}. The columns may be "
                f"freed (and reallocated) while that read still runs: tcgen05.fence::before_thread_sync, "
-               f"__syncthreads(), tcgen05.fence::after_thread_sync, then tcgen05.dealloc ({ISA} "
-               f"9.7.16.11.1 tcgen05.fence, 9.7.16.6 memory consistency model of tcgen05)")
+               f"__syncthreads(), tcgen05.fence::after_thread_sync, then tcgen05.dealloc")
         return
 
 
@@ -353,6 +354,7 @@ _KIND_K = {"kind::f16": 16, "kind::tf32": 8, "kind::f8f6f4": 32}
 
 @op("tcgen05.mma")
 def mma(m, ins):
+    """tcgen05.mma [d], adesc, bdesc, idesc, enable-input-d: one MMA per executing thread, computed now, landing at its commit."""
     _unsupported_forms(ins)
     p = ins.parts
     kind = next((x for x in p if x.startswith("kind::")), None)
@@ -370,7 +372,7 @@ def mma(m, ins):
     eop = rest[0]
     K = _KIND_K[kind]
 
-    def run(ins, mask, full):
+    def issue(ins, mask, full):
         tc = state(m)
         lanes = np.nonzero(mask)[0]
         daddr = np.broadcast_to(np.asarray(m.rd(dop if dop.kind != "addr" else _reg(dop), "u32", ins)),
@@ -392,7 +394,7 @@ def mma(m, ins):
             if lane != 0:
                 m.fail("tcgen05-mma-address", ins, f"{m.tdesc(t)}'s tcgen05.mma writes D at tensor-memory "
                        f"address 0x{a:08x} (lane {lane}): an M = 128 MMA of one CTA fills lanes 0..127, so the "
-                       f"lane field of [d_tmem] is 0 ({ISA} 9.7.16.10.9, data path layout)")
+                       f"lane field of [d_tmem] is 0")
             if cm.allocation_of(col, col + N) is None:
                 _unallocated(m, ins, t, c, col, col + N, "tcgen05.mma writes")
             A, wa = _operand(m, ins, t, c, int(ad[t]), Mr, K, f["a"], "A")
@@ -424,11 +426,11 @@ def mma(m, ins):
         if issuers > 1:
             m.counts["tcgen05.mma.issued_by_several_threads"] += 1
             note = (f"{issuers} threads executed the tcgen05.mma at {m.where(ins)} together: it is a single-thread "
-                    f"instruction ({ISA} 9.7.16, issue granularity), so each of them issued an MMA of its own, and "
+                    f"instruction, so each of them issued an MMA of its own, and "
                     f"each tcgen05.commit tracks only its own thread's MMAs; let one thread issue them")
             if not any("single-thread instruction" in x for x in tc.notes):
                 tc.notes.append(note)
-    return run
+    return issue
 
 
 def _reg(a):
@@ -445,8 +447,8 @@ def _check_idesc(m, ins, f, kind):
         raise Unsupported(ins.op, f"D format {f['dtype']} (only F32 accumulators, bits 4-5 = 1, are modelled)")
     if f["a"] is None or f["b"] is None:
         m.fail("tcgen05-idesc", ins, f"the instruction descriptor's A/B formats ({f['atype']}, {f['btype']}) "
-               f"are not formats of {kind} ({ISA} 9.7.16.4.2, instruction descriptor)")
-        raise M.Violation("tcgen05-idesc", m.where(ins), "operand format")
+               f"are not formats of {kind}")
+        raise checks.abort(m, "tcgen05-idesc", ins, "operand format")
     if f["a"] not in _ESIZE or f["b"] not in _ESIZE:
         raise Unsupported(ins.op, f"{f['a']} x {f['b']} operands (FP6 / FP4 of kind::f8f6f4 are not modelled)")
     if f["m"] == 64:
@@ -454,16 +456,15 @@ def _check_idesc(m, ins, f, kind):
     if f["m"] != 128 or f["n"] % 16 or not 16 <= f["n"] <= 256:
         m.fail("tcgen05-idesc", ins, f"the instruction descriptor says M = {f['m']}, N = {f['n']}: a "
                f".cta_group::1 MMA has M = 64 or 128 and N a multiple of 16 from 16 to 256 (bits 24-28 "
-               f"hold M >> 4, bits 17-22 N >> 3; {ISA} 9.7.16.4.2)")
-        raise M.Violation("tcgen05-idesc", m.where(ins), "shape")
+               f"hold M >> 4, bits 17-22 N >> 3)")
+        raise checks.abort(m, "tcgen05-idesc", ins, "shape")
 
 
 def _operand(m, ins, t, c, desc, rows, K, fmt, what):
     d = decode_sdesc(desc)
     if d["fixed"] != 1:
         m.fail("tcgen05-descriptor", ins, f"{m.tdesc(t)}'s shared-memory descriptor of {what} ({desc:#018x}) "
-               f"has {d['fixed']:#05b} in bits 46-48, which must hold the fixed value 0b001 ({ISA} 9.7.16.4.1, shared "
-               f"memory descriptor)")
+               f"has {d['fixed']:#05b} in bits 46-48, which must hold the fixed value 0b001")
     if d["base_offset"] or d["lbo_mode"]:
         raise Unsupported(ins.op, "descriptor base offset / LBO mode other than 0")
     if d["swizzle"] not in _SWZ:
@@ -473,10 +474,9 @@ def _operand(m, ins, t, c, desc, rows, K, fmt, what):
     if (addr < 0).any() or (addr + 1 > m.smem_size - 16).any():
         m.fail("shared-bounds", ins, f"tcgen05.mma operand {what} (descriptor {desc:#018x}) reaches past the "
                f"{m.smem_size - 16} bytes of shared memory")
-        raise M.Violation("shared-bounds", m.where(ins), "tcgen05.mma operand out of shared memory")
+        raise checks.abort(m, "shared-bounds", ins, "tcgen05.mma operand out of shared memory")
     words = np.unique(addr // 4)
-    from judge.model.tma import _check_store_source
-    _check_store_source(m, ins, t, c, words, f"tcgen05.mma operand {what} read (async proxy)")
+    checks.check_store_source(m, ins, t, c, words, f"tcgen05.mma operand {what} read (async proxy)")
     raw = np.ascontiguousarray(m.sm[c, addr])                      # (rows, K * es) bytes
     return _decode_elems(raw, fmt), words
 
@@ -485,26 +485,26 @@ def _unallocated(m, ins, t, c, lo, hi, verb):
     live = ", ".join(f"{n} columns at {b}" for b, n in sorted(state(m).cta[c].allocs.items())) or "none"
     m.fail("tcgen05-unallocated", ins, f"{m.tdesc(t)}: {verb} tensor-memory columns {lo}..{hi - 1} at "
            f"{m.where(ins)}, outside every live allocation of this CTA (live: {live}). Use the address "
-           f"tcgen05.alloc wrote to shared memory ({ISA} 9.7.16.7.1)")
-    raise M.Violation("tcgen05-unallocated", m.where(ins), "unallocated tensor memory")
+           f"tcgen05.alloc wrote to shared memory")
+    raise checks.abort(m, "tcgen05-unallocated", ins, "unallocated tensor memory")
 
 
 # ---------------------------------------------------------------------------- commit
 @op("tcgen05.commit")
 def commit(m, ins):
+    """tcgen05.commit [mbar]: the executing thread's uncommitted MMAs arrive once on mbar when they complete."""
     _unsupported_forms(ins)
     if "multicast::cluster" in ins.parts:
         raise Unsupported(ins.op, "multicast commit")
     aop = ins.args[0]
 
-    def run(ins, mask, full):
-        from judge.model import tma as T
+    def track(ins, mask, full):
         tc = state(m)
         lanes = np.nonzero(mask)[0]
-        cta, off = T._mbar_addr(m, ins, aop, lanes)
+        cta, off = completion.mbarrier_address(m, ins, aop, lanes)
         for t, c, o in zip(lanes, cta, off):
             t = int(t)
-            mb = T._get(m, ins, (int(c), int(o)), t)
+            mb = completion.mbarrier_at(m, ins, (int(c), int(o)), t)
             ops = tc.uncommitted.pop(t, [])
             for r in ops:
                 r.committed = True
@@ -512,48 +512,7 @@ def commit(m, ins):
             m.counts["tcgen05.commit"] += 1
             m.event("tcgen05.commit", thread=t, warp=int(m.lt[t]) // 32, block=int(c), mbarrier=f"0x{int(o):x}",
                     mmas=len(ops))
-    return run
-
-
-def flush_commits(m, mb=None) -> bool:
-    """Deliver the earliest commit still pending (on mbarrier mb, or any): its MMAs complete, their
-    results land in tensor memory, and it arrives once on its mbarrier. False when none is pending."""
-    tc = getattr(m, "tc", None)
-    if tc is None or not tc.commits:
-        return False
-    pick = next((x for x in tc.commits if mb is None or x.mb is mb), None)
-    if pick is None:
-        return False
-    # a thread's commits complete in order: earlier ones of the same thread first
-    for x in [x for x in tc.commits if x.thread == pick.thread]:
-        _deliver(m, tc, x)
-        if x is pick:
-            break
-    return True
-
-
-def _deliver(m, tc, cmt):
-    from judge.model import tma as T
-    tc.commits.remove(cmt)
-    for r in cmt.ops:
-        if r.done:
-            continue
-        cm = tc.cta[r.cta]
-        cols = np.arange(r.cols.start, r.cols.stop)
-        cm.cells[r.lanes.start:r.lanes.stop, r.cols.start:r.cols.stop] = r.values
-        mine = cols[cm.col_op[cols] == r.index]
-        cm.col_op[mine] = -1
-        cm.col_done_vc[cols] = cmt.mb["col"]
-        cm.col_done_t[cols] = m.gtime
-        w = int(m.lt[r.thread]) // 32 + r.cta * (m.nthr_cta // 32 or 1)
-        for words in r.words:
-            m.bulk_reading[r.cta, words] -= 1
-            m.r_wt[r.cta, words, min(w, m.r_wt.shape[2] - 1)] = cmt.time
-            m.r_pc[r.cta, words] = r.pc
-        r.done = True
-    m.event("tcgen05.complete", thread=cmt.thread, block=int(m.cta[cmt.thread]), mbarrier=f"0x{cmt.mb['off']:x}",
-            mmas=len(cmt.ops))
-    T._arrive(m, cmt.mb, cmt.thread, m.k.code[cmt.pc], 1, snapshot=cmt.snap.copy(), when=cmt.time)
+    return track
 
 
 # ---------------------------------------------------------------------------- ld / st / wait / fence
@@ -575,8 +534,8 @@ def _uniform(m, ins, addr, ts, w, c, what):
                f"the threads of warp {w}{_blk(m, c)} give {what} different tensor-memory addresses at "
                f"{m.where(ins)}: {m.tdesc(ts[0])} 0x{int(v[0]):08x}, {m.tdesc(ts[k])} 0x{int(v[k]):08x}. The "
                f"address is one per warp (the lane field names the warp's first lane; each thread gets lane "
-               f"+ its lane id): compute it from the warp id only ({ISA} 9.7.16.8.3 tcgen05.ld, 9.7.16.8.4 tcgen05.st)")
-        raise M.Violation("tcgen05-uniform", m.where(ins), "warp-varying tensor-memory address")
+               f"+ its lane id): compute it from the warp id only")
+        raise checks.abort(m, "tcgen05-uniform", ins, "warp-varying tensor-memory address")
 
 
 def _access(m, ins, tc, c, w, ts, a, ncols, verb):
@@ -586,8 +545,8 @@ def _access(m, ins, tc, c, w, ts, a, ncols, verb):
         m.fail("tcgen05-lane-quarter", ins,
                f"warp {w}{_blk(m, c)} {verb} tensor-memory lanes {lane}..{lane + 31} at {m.where(ins)}, but warp "
                f"{w} may reach only lanes {32 * q}..{32 * q + 31}: warp id % 4 = {q} picks its quarter of the 128 "
-               f"lanes ({ISA} 9.7.16.8.1, access restrictions). Address lane 32 * (warp % 4)")
-        raise M.Violation("tcgen05-lane-quarter", m.where(ins), "lane quarter")
+               f"lanes. Address lane 32 * (warp % 4)")
+        raise checks.abort(m, "tcgen05-lane-quarter", ins, "lane quarter")
     if tc.cta[c].allocation_of(col, col + ncols) is None:
         _unallocated(m, ins, int(ts[0]), c, col, col + ncols, verb)
     return lane, col
@@ -595,13 +554,14 @@ def _access(m, ins, tc, c, w, ts, a, ncols, verb):
 
 @op("tcgen05.ld")
 def ld(m, ins):
+    """tcgen05.ld.sync.aligned.32x32b.xN: a warp reads N columns of its 32 lanes into N registers per thread."""
     dst, aop = ins.args[:2]
     items = dst.items if dst.kind == "vec" else [dst]
     if not any(x in ins.parts for x in ("b32",)):
         raise Unsupported(ins.op)
     aop_r = _reg(aop) if aop.kind == "addr" else aop
 
-    def run(ins, mask, full):
+    def load(ins, mask, full):
         tc = state(m)
         nrep = _shape(ins)
         if nrep != len(items):
@@ -621,7 +581,7 @@ def ld(m, ins):
                        f"{m.where(m.k.code[r.pc])} may still be writing it: "
                        + ("that MMA was never committed (tcgen05.commit)" if not r.committed else
                           "the mbarrier arrival of its tcgen05.commit has not come")
-                       + f". Wait on the commit's mbarrier phase first ({ISA} 9.7.16.12.1, tcgen05.commit)")
+                       + ". Wait on the commit's mbarrier phase first")
             vc = cm.col_done_vc[cols]
             done = vc >= 0
             if done.any():
@@ -634,14 +594,14 @@ def ld(m, ins):
                            f"{m.tdesc(t)} reads the MMA result in column {int(cols[j])} with tcgen05.ld at "
                            f"{m.where(ins)} without having observed the mbarrier phase its tcgen05.commit "
                            f"completed (nor synchronized with a thread that did): wait on that mbarrier "
-                           f"phase, then tcgen05.fence::after_thread_sync ({ISA} 9.7.16.6, memory consistency model of tcgen05)")
+                           f"phase, then tcgen05.fence::after_thread_sync")
                 elif (tc.fence_after[ts] < tdone).any():
                     t = int(ts[int(np.argmax(tc.fence_after[ts] < tdone))])
                     m.fail("tcgen05-fence-after", ins,
                            f"{m.tdesc(t)} reads the MMA result in column {int(cols[j])} with tcgen05.ld at "
                            f"{m.where(ins)} with no tcgen05.fence::after_thread_sync between its wait on the "
                            f"commit's mbarrier (or the barrier after it) and this read: the fence orders "
-                           f"tcgen05 operations after a thread synchronization ({ISA} 9.7.16.11.1, tcgen05.fence)")
+                           f"tcgen05 operations after a thread synchronization")
             rows = lane + (m.lt[ts] % 32)
             vals = cm.cells[rows[:, None], cols[None, :]]               # (32, nrep)
             wmask = np.zeros(m.n, bool)
@@ -662,31 +622,17 @@ def ld(m, ins):
             m.counts["tcgen05.ld"] += 1
             m.counts["tcgen05.ld.bytes"] += 4 * nrep * len(ts)
             m.event("tcgen05.ld", warp=w, block=c, lane=lane, col=col, ncols=nrep)
-    return run
-
-
-def early_register(m, name, ins, what):
-    """A tcgen05.ld destination register used before tcgen05.wait::ld (hook of machine.rd / wr)."""
-    tc = m.tc
-    t = int(np.nonzero(tc.ld_pending[name] & m.cur_mask)[0][0])
-    ins = ins or m.k.code[m.cur_pc]
-    pc = tc.ld_pending_pc.get(name, m.cur_pc)
-    m.fail("tcgen05-wait-ld", ins,
-           f"{m.tdesc(t)} {what}s register {name} at {m.where(ins)}, which the tcgen05.ld at "
-           f"{m.where(m.k.code[pc])} writes asynchronously: it holds the value only after "
-           f"tcgen05.wait::ld.sync.aligned ({ISA} 9.7.16.8.3: tcgen05.ld is asynchronous; tcgen05.wait). Wait before using the registers")
-    tc.ld_pending[name][m.cur_mask] = False
-    if not tc.ld_pending[name].any():
-        del tc.ld_pending[name]
+    return load
 
 
 @op("tcgen05.st")
 def st(m, ins):
+    """tcgen05.st.sync.aligned.32x32b.xN: a warp writes N registers per thread into its 32 lanes."""
     aop, src = ins.args[:2]
     items = src.items if src.kind == "vec" else [src]
     aop_r = _reg(aop) if aop.kind == "addr" else aop
 
-    def run(ins, mask, full):
+    def store(ins, mask, full):
         tc = state(m)
         nrep = _shape(ins)
         if nrep != len(items):
@@ -702,12 +648,13 @@ def st(m, ins):
                 cm.cells[rows, col + j] = v[ts]
                 cm.future[rows, col + j] = v[ts]
             m.counts["tcgen05.st"] += 1
-    return run
+    return store
 
 
 @op("tcgen05.wait::ld")
 def wait_ld(m, ins):
-    def run(ins, mask, full):
+    """tcgen05.wait::ld: the warp's tcgen05.ld registers become usable."""
+    def wait_loads(ins, mask, full):
         tc = state(m)
         for c, w, ts in _warps(m, ins, mask, "tcgen05.wait::ld"):
             for name in list(tc.ld_pending):
@@ -715,52 +662,35 @@ def wait_ld(m, ins):
                 if not tc.ld_pending[name].any():
                     del tc.ld_pending[name]
             m.counts["tcgen05.wait::ld"] += 1
-    return run
+    return wait_loads
 
 
 @op("tcgen05.wait::st")
 def wait_st(m, ins):
-    def run(ins, mask, full):
+    """tcgen05.wait::st: the warp's tcgen05.st have completed."""
+    def wait_stores(ins, mask, full):
         _warps(m, ins, mask, "tcgen05.wait::st")
         m.counts["tcgen05.wait::st"] += 1
-    return run
+    return wait_stores
 
 
 @op("tcgen05.fence::before_thread_sync")
 def fence_before(m, ins):
-    def run(ins, mask, full):
+    """tcgen05.fence::before_thread_sync: orders earlier tcgen05 operations before the next synchronization."""
+    def mark_before(ins, mask, full):
         state(m).fence_before[mask] = m.gtime
-    return run
+    return mark_before
 
 
 @op("tcgen05.fence::after_thread_sync")
 def fence_after(m, ins):
-    def run(ins, mask, full):
+    """tcgen05.fence::after_thread_sync: orders later tcgen05 operations after the last synchronization."""
+    def mark_after(ins, mask, full):
         state(m).fence_after[mask] = m.gtime
-    return run
+    return mark_after
 
 
 @op("tcgen05")
 def other(m, ins):
+    """Any other tcgen05 instruction: Unsupported, never a verdict."""
     raise Unsupported(ins.op, "this tcgen05 instruction is not modelled (tcgen05.cp, tcgen05.shift, ...)")
-
-
-# ---------------------------------------------------------------------------- exit
-def on_exit(m, ins):
-    """Hook of machine._on_exit: a CTA whose threads all exited must have freed its columns."""
-    tc = getattr(m, "tc", None)
-    if tc is None:
-        return
-    for c, cm in enumerate(tc.cta):
-        if cm.leak_checked or not cm.allocs:
-            continue
-        rows = np.arange(c * m.nthr_cta, (c + 1) * m.nthr_cta)
-        if m.alive[rows].any():
-            continue
-        cm.leak_checked = True
-        base, n = sorted(cm.allocs.items())[0]
-        m.fail("tcgen05-leak", ins,
-               f"block{_blk(m, c) or ''} exits with {n} tensor-memory columns (from column {base}) still allocated "
-               f"by the tcgen05.alloc at {m.where(m.k.code[cm.alloc_pc.get(base, 0)])}: every allocation needs "
-               f"its tcgen05.dealloc, by the warp that allocated, before the CTA exits; the columns are not "
-               f"freed at exit and the next CTA on the SM waits for them ({ISA} 9.7.16.7.1)")
