@@ -19,7 +19,8 @@ EXS = {i: exercise.get(i) for i in IDS}
 
 
 READ = [("tcgen05_gemm", n) for n in ("wrong_no_commit.cu", "wrong_no_wait.cu", "wrong_alloc_96.cu",
-                                       "wrong_no_dealloc.cu", "wrong_warp_quarter.cu", "correct_lane_by_cases.cu")] \
+                                       "wrong_no_dealloc.cu", "wrong_warp_quarter.cu", "correct_lane_by_cases.cu",
+                                       "wrong_cuda_core_decoy.cu")] \
     + [("mx_quantize", "wrong_round_half_up.py"), ("mx_quantize", "wrong_nibble_order.py"),
        ("e8m0_scale", "wrong_ceil_log2.py")]
 
@@ -91,6 +92,12 @@ def test_failures_name_the_element_and_the_rule(graded):
     assert "nibbles are swapped" in r.message
     _, r = graded[("e8m0_scale", "wrong_ceil_log2.py")]
     assert "448.0" in r.message and "OCP floor rule" in r.details[0]
+
+
+def test_a_decoy_that_computes_c_on_cuda_cores_is_told_what_it_bypassed(graded):
+    _, r = graded[("tcgen05_gemm", "wrong_cuda_core_decoy.cu")]
+    assert r.verdict.value == "MISSING FEATURE" and "tcgen05.ld" in r.message and "0%" in r.message, str(r)
+    assert any("tmem.ld (16)" in c for c in r.checked), str(r)          # the SASS has it: the model decides
 
 
 def test_lanes_picked_through_branches_are_followed_per_warp(graded):
