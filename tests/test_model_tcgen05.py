@@ -69,6 +69,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) probe(const uint4* img, int
   __syncthreads();
   fence_after();
   const unsigned d = base;
+#if MISTAKE == 18 || MISTAKE == 19
+  for (int c = 0; c < N; ++c)          // every warp sets its quarter of D to 1.0 (then the MMAs accumulate)
+    asm volatile("tcgen05.st.sync.aligned.32x32b.x1.b32 [%0], {%1};"
+                 :: "r"(d + ((unsigned)(32 * (warp % 4)) << 16) + c), "r"(__float_as_uint(1.0f)) : "memory");
+#if MISTAKE == 19
+  asm volatile("tcgen05.wait::st.sync.aligned;" ::: "memory");
+#endif
+  fence_before();
+  __syncthreads();
+  fence_after();
+#endif
   if (threadIdx.x == 0) {
     const unsigned long long s4 = smem_addr(smem) >> 4;
     for (int i = 0; i < n_mma; ++i) {
@@ -220,6 +231,12 @@ def test_enable_input_d_on_the_first_mma_reads_poisoned_tensor_memory():
     assert np.isnan(c).all()
 
 
+def test_tcgen05_st_then_accumulate_adds_onto_what_was_stored():
+    rep, c, ref = run(19, first_acc=1)
+    np.testing.assert_allclose(c, ref + 1.0, rtol=0, atol=1e-3)
+    assert rep.counts["tcgen05.st"] == 4 * 128 and rep.counts["tcgen05.wait::st"] == 4
+
+
 def test_the_output_carries_tensor_memory_only_when_it_comes_from_tcgen05_ld():
     rep, c, ref = run()
     assert rep.counts["gstore.from.tcgen05.ld.bytes"] == rep.counts["gstore.bytes"] == 128 * 128 * 4
@@ -235,7 +252,7 @@ def test_the_output_carries_tensor_memory_only_when_it_comes_from_tcgen05_ld():
     (1, "tcgen05-aligned"), (2, "tcgen05-relinquished"), (3, "tcgen05-leak"), (4, "tcgen05-wait-ld"),
     (5, "tcgen05-uniform"), (6, "tcgen05-lane-quarter"), (7, "tcgen05-fence-after"), (8, "tcgen05-visibility"),
     (9, "tcgen05-dealloc-order"), (10, "tcgen05-ld-in-flight"), (11, "tcgen05-dealloc"), (13, "tcgen05-unallocated"),
-    (14, "tcgen05-alloc-grows"), (17, "proxy-fence"),
+    (14, "tcgen05-alloc-grows"), (17, "proxy-fence"), (18, "tcgen05-wait-st"),
 ])
 def test_each_broken_rule_is_a_violation_naming_it(mistake, rule):
     with pytest.raises(model.Violation) as e:

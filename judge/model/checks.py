@@ -154,6 +154,9 @@ RULES: dict[str, Rule] = {
     "tcgen05-wait-ld": Rule("9.7.16.8.3 tcgen05.ld; tcgen05.wait",
                             "tcgen05.ld is asynchronous: its destination registers are used only after "
                             "tcgen05.wait::ld"),
+    "tcgen05-wait-st": Rule("9.7.16.8.4 tcgen05.st; tcgen05.wait",
+                            "tcgen05.st is asynchronous: the cells it writes are read only after the storing "
+                            "warp's tcgen05.wait::st"),
     "trap": Rule("Control Flow Instructions: trap",
                  "trap aborts the kernel (a device-side assert that failed)"),
     "wgmma-accumulator": Rule("Asynchronous Warpgroup Level Matrix Instructions: wgmma.mma_async, "

@@ -76,6 +76,9 @@ class CtaMemory:
     reads: np.ndarray = None                              # (column, thread): time of its last ld, -1
     read_pc: dict = field(default_factory=dict)           # thread -> pc of its last tcgen05.ld
     leak_checked: bool = False
+    st_warp: np.ndarray = field(default_factory=lambda: np.full((LANES, COLUMNS), -1, np.int16))  # warp whose
+    #              tcgen05.st into the cell has not been covered by its tcgen05.wait::st, or -1
+    st_pc: dict = field(default_factory=dict)             # warp -> pc of its last tcgen05.st
 
     def allocation_of(self, lo: int, hi: int):
         """The base of the live allocation holding columns lo..hi-1, or None."""

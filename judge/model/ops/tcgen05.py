@@ -50,6 +50,8 @@ one path of one warp is found however the kernel reaches it. The sections named 
                          access restrictions); a 32x32b access starts at the quarter's first lane.
   tcgen05-uniform        the tensor-memory address of ld / st / dealloc is the same in every thread
                          of the warp.
+  tcgen05-wait-st        cells a tcgen05.st wrote are read (tcgen05.ld, or an MMA accumulating on
+                         them) before the storing warp's tcgen05.wait::st.
   tcgen05-wait-ld        a register written by tcgen05.ld is read (or overwritten) before
                          tcgen05.wait::ld ("tcgen05.wait": the load is asynchronous).
   tcgen05-dealloc-order  a dealloc of columns another warp read with tcgen05.ld needs that warp's
@@ -406,6 +408,7 @@ def mma(m, ins):
             prod = A @ B.T                                               # (M, N), exact in float64
             cols = np.arange(col, col + N)
             if bool(en[t]):
+                _stored_unwaited(m, ins, cm, np.arange(Mr), cols, f"the tcgen05.mma issued by {m.tdesc(t)}")
                 prev = cm.future[:Mr, col:col + N].view(np.float32).astype(np.float64)
                 d = (prev + prod).astype(np.float32)
             else:
@@ -603,6 +606,7 @@ def ld(m, ins):
                            f"commit's mbarrier (or the barrier after it) and this read: the fence orders "
                            f"tcgen05 operations after a thread synchronization")
             rows = lane + (m.lt[ts] % 32)
+            _stored_unwaited(m, ins, cm, rows, cols, f"warp {w}{_blk(m, c)}'s tcgen05.ld")
             vals = cm.cells[rows[:, None], cols[None, :]]               # (32, nrep)
             wmask = np.zeros(m.n, bool)
             wmask[ts] = True
@@ -623,6 +627,19 @@ def ld(m, ins):
             m.counts["tcgen05.ld.bytes"] += 4 * nrep * len(ts)
             m.event("tcgen05.ld", warp=w, block=c, lane=lane, col=col, ncols=nrep)
     return load
+
+
+def _stored_unwaited(m, ins, cm, rows, cols, who):
+    """Cells a tcgen05.st wrote may be read (ld, or an MMA accumulating on them) only after the storing
+    warp's tcgen05.wait::st."""
+    pend = cm.st_warp[rows[:, None], cols[None, :]]
+    if (pend >= 0).any():
+        i, j = np.argwhere(pend >= 0)[0]
+        w = int(pend[i, j])
+        m.fail("tcgen05-wait-st", ins,
+               f"{who} at {m.where(ins)} reads tensor-memory lane {int(rows[i])}, column {int(cols[j])}, which "
+               f"warp {w}'s tcgen05.st at {m.where(m.k.code[cm.st_pc.get(w, m.cur_pc)])} writes asynchronously: "
+               f"that warp must execute tcgen05.wait::st (and then synchronize with the reader) first")
 
 
 @op("tcgen05.st")
@@ -647,6 +664,8 @@ def st(m, ins):
             for j, v in enumerate(vals):
                 cm.cells[rows, col + j] = v[ts]
                 cm.future[rows, col + j] = v[ts]
+            cm.st_warp[rows[:, None], np.arange(col, col + nrep)[None, :]] = w
+            cm.st_pc[w] = m.cur_pc
             m.counts["tcgen05.st"] += 1
     return store
 
@@ -669,8 +688,11 @@ def wait_ld(m, ins):
 def wait_st(m, ins):
     """tcgen05.wait::st: the warp's tcgen05.st have completed."""
     def wait_stores(ins, mask, full):
-        _warps(m, ins, mask, "tcgen05.wait::st")
-        m.counts["tcgen05.wait::st"] += 1
+        tc = state(m)
+        for c, w, ts in _warps(m, ins, mask, "tcgen05.wait::st"):
+            cm = tc.cta[c]
+            cm.st_warp[cm.st_warp == w] = -1
+            m.counts["tcgen05.wait::st"] += 1
     return wait_stores
 
 
