@@ -136,6 +136,21 @@ extern "C" __global__ void __launch_bounds__(128, 1) probe(const uint4* img, int
 #endif
     }
   }
+#if MISTAKE == 20 || MISTAKE == 21
+#if MISTAKE == 21
+  fence_before();                               // the reads above, ordered before the next tile's MMA
+  __syncthreads();
+  fence_after();
+#endif
+  if (threadIdx.x == 0) {                       // the next tile's first MMA into the same columns
+    const unsigned long long s4 = smem_addr(smem) >> 4;
+    asm volatile("{\n .reg .pred p;\n setp.ne.u32 p, %4, 0;\n tcgen05.mma.cta_group::1.kind::KIND [%0], %1, %2, %3, p;\n}"
+                 :: "r"(d), "l"(descs[0] + s4), "l"(descs[1] + s4), "r"(idesc), "r"(0u) : "memory");
+    asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];" :: "r"(smem_addr(&done)) : "memory");
+  }
+  asm volatile("{\n .reg .pred ok;\nV_%=:\n mbarrier.try_wait.parity.shared::cta.b64 ok, [%0], 1;\n @!ok bra V_%=;\n}"
+               :: "r"(smem_addr(&done)) : "memory");
+#endif
 #if MISTAKE != 9
   fence_before();
   __syncthreads();
@@ -252,7 +267,7 @@ def test_the_output_carries_tensor_memory_only_when_it_comes_from_tcgen05_ld():
     (1, "tcgen05-aligned"), (2, "tcgen05-relinquished"), (3, "tcgen05-leak"), (4, "tcgen05-wait-ld"),
     (5, "tcgen05-uniform"), (6, "tcgen05-lane-quarter"), (7, "tcgen05-fence-after"), (8, "tcgen05-visibility"),
     (9, "tcgen05-dealloc-order"), (10, "tcgen05-ld-in-flight"), (11, "tcgen05-dealloc"), (13, "tcgen05-unallocated"),
-    (14, "tcgen05-alloc-grows"), (17, "proxy-fence"), (18, "tcgen05-wait-st"),
+    (14, "tcgen05-alloc-grows"), (17, "proxy-fence"), (18, "tcgen05-wait-st"), (20, "tcgen05-mma-overwrite"),
 ])
 def test_each_broken_rule_is_a_violation_naming_it(mistake, rule):
     with pytest.raises(model.Violation) as e:
@@ -273,6 +288,8 @@ def test_a_descriptor_without_its_fixed_bits_is_a_violation():
 
 
 def test_the_correct_probe_breaks_no_rule_and_frees_everything():
+    rep, c, ref = run(21)                          # with a second tile's MMA, ordered after the reads
+    assert rep.counts["tcgen05.mma"] == 5 and rep.counts["tcgen05.commit"] == 2
     rep, c, ref = run()
     assert rep.counts["tcgen05.alloc"] == rep.counts["tcgen05.dealloc"] == 1
     assert rep.counts["tcgen05.commit"] == 1 and rep.counts["tcgen05.ld"] == 4 * 16

@@ -154,6 +154,10 @@ RULES: dict[str, Rule] = {
     "tcgen05-wait-ld": Rule("9.7.16.8.3 tcgen05.ld; tcgen05.wait",
                             "tcgen05.ld is asynchronous: its destination registers are used only after "
                             "tcgen05.wait::ld"),
+    "tcgen05-mma-overwrite": Rule("9.7.16.11.1 tcgen05.fence; 9.7.16.6 Memory consistency model for 5th "
+                                  "generation of TensorCore operations",
+                                  "an MMA may overwrite columns only after every tcgen05.ld of them is ordered "
+                                  "before it: fence::before_thread_sync, a synchronization, fence::after_thread_sync"),
     "tcgen05-wait-st": Rule("9.7.16.8.4 tcgen05.st; tcgen05.wait",
                             "tcgen05.st is asynchronous: the cells it writes are read only after the storing "
                             "warp's tcgen05.wait::st"),

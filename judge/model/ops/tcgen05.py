@@ -50,6 +50,8 @@ one path of one warp is found however the kernel reaches it. The sections named 
                          access restrictions); a 32x32b access starts at the quarter's first lane.
   tcgen05-uniform        the tensor-memory address of ld / st / dealloc is the same in every thread
                          of the warp.
+  tcgen05-mma-overwrite  an MMA that writes columns another warp read with tcgen05.ld needs the same
+                         ordering (a persistent kernel's accumulator reused for the next tile).
   tcgen05-wait-st        cells a tcgen05.st wrote are read (tcgen05.ld, or an MMA accumulating on
                          them) before the storing warp's tcgen05.wait::st.
   tcgen05-wait-ld        a register written by tcgen05.ld is read (or overwritten) before
@@ -246,7 +248,9 @@ def dealloc(m, ins):
                        + ("it was never committed" if not mma.committed else
                           "its commit's mbarrier phase was not waited for")
                        + ": commit, wait for the phase, then free")
-            _check_dealloc_reads(m, tc, ins, c, w, ts, cols)
+            _check_reads_ordered(m, tc, ins, c, ts, ts, cols, "tcgen05-dealloc-order",
+                                 f"warp {w}{_blk(m, c)} frees columns {col}..{col + ncols - 1}",
+                                 "freed (and reallocated) while that read still runs", "tcgen05.dealloc")
             del cm.allocs[col]
             cm.alloc_pc.pop(col, None)
             cm.reads[cols] = -1
@@ -257,13 +261,14 @@ def dealloc(m, ins):
     return free
 
 
-def _check_dealloc_reads(m, tc, ins, c, w, ts, cols):
-    """Every other warp's last tcgen05.ld of these columns must be ordered before the dealloc:
-    its fence::before_thread_sync, a barrier, then fence::after_thread_sync in this warp."""
+def _check_reads_ordered(m, tc, ins, c, ts, own, cols, rule, doing, danger, then):
+    """Every other warp's last tcgen05.ld of these columns must be ordered before what threads ts do
+    now (a dealloc, an MMA that overwrites them): the reader's fence::before_thread_sync, a barrier,
+    then fence::after_thread_sync in ts. Readers among `own` (the acting warp) are ordered already."""
     cm = tc.cta[c]
     reads = cm.reads[cols]                                   # (cols, threads) time of last ld, -1 none
     readers = np.nonzero((reads >= 0).any(axis=0))[0]
-    mine = set(int(t) for t in ts)
+    mine = set(int(t) for t in own)
     know = m.VC[ts][:, :m.n].max(axis=0)
     my_after = int(tc.fence_after[ts].min())
     for r in readers:
@@ -274,22 +279,21 @@ def _check_dealloc_reads(m, tc, ins, c, w, ts, cols):
         pc = cm.read_pc.get(r, m.cur_pc)
         fb = int(tc.fence_before[r])
         if know[r] < tr:
-            why = "no barrier orders that read before this dealloc"
+            why = "no barrier orders that read before this"
         elif fb < tr:
             why = ("that warp executed no tcgen05.fence::before_thread_sync between its last tcgen05.ld and "
                    "the barrier")
         elif know[r] < fb:
             why = "no barrier after that warp's tcgen05.fence::before_thread_sync"
         elif my_after < fb:
-            why = ("the deallocating warp executed no tcgen05.fence::after_thread_sync after the barrier "
-                   "that follows those reads")
+            why = ("no tcgen05.fence::after_thread_sync here after the barrier (or mbarrier wait) that "
+                   "follows those reads")
         else:
             continue
-        m.fail("tcgen05-dealloc-order", ins,
-               f"warp {w}{_blk(m, c)} frees columns {int(cols[0])}..{int(cols[-1])} at {m.where(ins)}, which "
-               f"{m.tdesc(r)} read with tcgen05.ld at {m.where(m.k.code[pc])}; {why}. The columns may be "
-               f"freed (and reallocated) while that read still runs: tcgen05.fence::before_thread_sync, "
-               f"__syncthreads(), tcgen05.fence::after_thread_sync, then tcgen05.dealloc")
+        m.fail(rule, ins,
+               f"{doing} at {m.where(ins)}, which {m.tdesc(r)} read with tcgen05.ld at {m.where(m.k.code[pc])}; "
+               f"{why}. The columns may be {danger}: tcgen05.fence::before_thread_sync after the reads, a "
+               f"barrier (or an mbarrier arrive -> wait), tcgen05.fence::after_thread_sync, then {then}")
         return
 
 
@@ -399,6 +403,12 @@ def mma(m, ins):
                        f"lane field of [d_tmem] is 0")
             if cm.allocation_of(col, col + N) is None:
                 _unallocated(m, ins, t, c, col, col + N, "tcgen05.mma writes")
+            first = c * m.nthr_cta + 32 * (int(m.lt[t]) // 32)
+            _check_reads_ordered(m, tc, ins, c, np.array([t]), np.arange(first, first + 32),
+                                 np.arange(col, col + N), "tcgen05-mma-overwrite",
+                                 f"the tcgen05.mma issued by {m.tdesc(t)} overwrites columns {col}..{col + N - 1}",
+                                 "overwritten while that read still runs (the epilogue of the previous tile)",
+                                 "the next tile's tcgen05.mma")
             A, wa = _operand(m, ins, t, c, int(ad[t]), Mr, K, f["a"], "A")
             B, wb = _operand(m, ins, t, c, int(bd[t]), N, K, f["b"], "B")
             if f["neg_a"]:
