@@ -16,7 +16,10 @@ from judge.model.state import DT, SHARED_BASE
 
 @op("cvt")
 def cvt(m, ins):
-    """cvt between integer and float types (rounding modifiers .rn/.rz/.rm/.rp and .rni/... for integers), and the packing forms cvt.rn.f16x2/bf16x2.f32."""
+    """cvt between integer and float types (rounding modifiers .rn/.rz/.rm/.rp and .rni/... for integers), the
+    packing forms cvt.rn.f16x2/bf16x2.f32, and cvt.{rna,rn,rz}(.satfinite).tf32.f32."""
+    if "tf32" in ins.parts:
+        return _to_tf32(m, ins)
     tys = types(ins.parts)
     if len(tys) < 2:
         raise Unsupported(ins.op)
@@ -104,3 +107,36 @@ def cvta(m, ins):
             r = x
         m.wr(d, r.astype(DT[ty]), mask, full)
     return convert_address
+
+
+def _to_tf32(m, ins):
+    """cvt.rna/.rn/.rz(.satfinite).tf32.f32 d, a: a float32 rounded to tf32 (1 sign, 8 exponent and 10
+    mantissa bits), returned as the 32-bit pattern of a float32 whose low 13 bits are zero. PTX
+    (cvt, .tf32 destination): .rna rounds to nearest with ties away from zero, .rn to nearest even,
+    .rz toward zero; .satfinite turns an infinity or an overflow into the largest finite tf32 of
+    that sign; NaN gives NaN."""
+    p = ins.parts
+    mode = "rna" if "rna" in p else "rn" if "rn" in p else "rz" if "rz" in p else None
+    if mode is None or p[-1] != "f32" or len(ins.args) != 2:
+        raise Unsupported(ins.op, "cvt to tf32 from f32 with .rna, .rn or .rz")
+    satfinite = "satfinite" in p
+    d, a = ins.args
+    low = np.uint64(0x1FFF)
+
+    def round_to_tf32(ins, mask, full):
+        u = np.broadcast_to(np.asarray(m.rd(a, "b32", ins)), (m.n,)).astype(np.uint64)
+        sign, mag = u & np.uint64(0x80000000), u & np.uint64(0x7FFFFFFF)
+        finite = mag < np.uint64(0x7F800000)
+        if mode == "rna":
+            r = mag + np.uint64(0x1000)
+        elif mode == "rn":
+            r = mag + np.uint64(0xFFF) + ((mag >> np.uint64(13)) & np.uint64(1))
+        else:
+            r = mag
+        r &= ~low
+        if satfinite:
+            r = np.where(r >= np.uint64(0x7F800000), np.uint64(0x7F7FE000), r)
+            r = np.where(mag == np.uint64(0x7F800000), np.uint64(0x7F7FE000), r)
+        r = np.where(finite, r, np.where(mag == np.uint64(0x7F800000), mag, np.uint64(0x7FFFFFFF)))
+        m.wr(d, (sign | r).astype(np.uint32), mask, full)
+    return round_to_tf32
