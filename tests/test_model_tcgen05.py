@@ -44,7 +44,11 @@ extern "C" __global__ void __launch_bounds__(128, 1) probe(const uint4* img, int
 #else
   if (warp == 0) {
 #endif
+#if MISTAKE == 22
+    alloc(&base, 96);                           // not a power of two
+#else
     alloc(&base, COLS);
+#endif
 #if MISTAKE != 12 && MISTAKE != 14
     asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" ::: "memory");
 #endif
@@ -85,6 +89,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) probe(const uint4* img, int
     for (int i = 0; i < n_mma; ++i) {
 #if MISTAKE == 13
       const unsigned dd = d + COLS;             // past the allocation
+#elif MISTAKE == 23
+      const unsigned dd = d + (32u << 16);      // D from lane 32: an M = 128 MMA fills lanes 0..127
 #else
       const unsigned dd = d;
 #endif
@@ -219,8 +225,10 @@ def setup(fmt="bf16", swizzle="none", N=128, k_bytes=128, seed=None, version=1):
     return img, np.array(descs, np.uint64), idesc, av @ bv.T
 
 
-def run(mistake=0, fmt="bf16", swizzle="none", N=128, k_bytes=128, first_acc=0, version=1, seed=None):
+def run(mistake=0, fmt="bf16", swizzle="none", N=128, k_bytes=128, first_acc=0, version=1, seed=None, idesc_n=None):
     img, descs, idesc, ref = setup(fmt, swizzle, N, k_bytes, seed, version)
+    if idesc_n is not None:                              # an instruction descriptor with another N
+        idesc = (idesc & ~(0x3F << 17)) | (idesc_n >> 3) << 17
     c = np.full((128, N), np.nan, np.float32)
     rep = model.run(probe(mistake, fmt), "probe", grid=(1, 1, 1), block=(128, 1, 1),
                     args=(img, np.int32(img.size // 16), descs, np.int32(len(descs) // 2), np.uint32(idesc),
@@ -268,6 +276,7 @@ def test_the_output_carries_tensor_memory_only_when_it_comes_from_tcgen05_ld():
     (5, "tcgen05-uniform"), (6, "tcgen05-lane-quarter"), (7, "tcgen05-fence-after"), (8, "tcgen05-visibility"),
     (9, "tcgen05-dealloc-order"), (10, "tcgen05-ld-in-flight"), (11, "tcgen05-dealloc"), (13, "tcgen05-unallocated"),
     (14, "tcgen05-alloc-grows"), (17, "proxy-fence"), (18, "tcgen05-wait-st"), (20, "tcgen05-mma-overwrite"),
+    (22, "tcgen05-alloc-size"), (23, "tcgen05-mma-address"),
 ])
 def test_each_broken_rule_is_a_violation_naming_it(mistake, rule):
     with pytest.raises(model.Violation) as e:
@@ -283,8 +292,23 @@ def test_an_allocation_that_never_fits_hangs():
 
 
 def test_a_descriptor_without_its_fixed_bits_is_a_violation():
-    with pytest.raises(model.Violation, match="bits 46-48"):
+    with pytest.raises(model.Violation, match="bits 46-48") as e:
         run(version=0)
+    assert e.value.rule == "tcgen05-descriptor"
+
+
+def test_an_instruction_descriptor_with_an_impossible_n_is_a_violation():
+    with pytest.raises(model.Violation, match="N = 8") as e:
+        run(idesc_n=8)
+    assert e.value.rule == "tcgen05-idesc"
+
+
+def test_every_tcgen05_rule_of_the_model_is_broken_by_a_test_here():
+    """tests/test_model_rules.py breaks the other rules with PTX snippets; sm_100a rules are broken here."""
+    import inspect
+    from judge.model import checks
+    src = inspect.getsource(__import__(__name__))
+    assert {r for r in checks.RULES if r.startswith("tcgen05-")} <= {r for r in checks.RULES if f'"{r}"' in src}
 
 
 def test_the_correct_probe_breaks_no_rule_and_frees_everything():

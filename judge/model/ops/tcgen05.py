@@ -248,9 +248,11 @@ def dealloc(m, ins):
                        + ("it was never committed" if not mma.committed else
                           "its commit's mbarrier phase was not waited for")
                        + ": commit, wait for the phase, then free")
-            _check_reads_ordered(m, tc, ins, c, ts, ts, cols, "tcgen05-dealloc-order",
-                                 f"warp {w}{_blk(m, c)} frees columns {col}..{col + ncols - 1}",
-                                 "freed (and reallocated) while that read still runs", "tcgen05.dealloc")
+            why = _unordered_read(m, tc, ins, c, ts, ts, cols,
+                                  f"warp {w}{_blk(m, c)} frees columns {col}..{col + ncols - 1}",
+                                  "freed (and reallocated) while that read still runs", "tcgen05.dealloc")
+            if why:
+                m.fail("tcgen05-dealloc-order", ins, why)
             del cm.allocs[col]
             cm.alloc_pc.pop(col, None)
             cm.reads[cols] = -1
@@ -261,10 +263,11 @@ def dealloc(m, ins):
     return free
 
 
-def _check_reads_ordered(m, tc, ins, c, ts, own, cols, rule, doing, danger, then):
+def _unordered_read(m, tc, ins, c, ts, own, cols, doing, danger, then):
     """Every other warp's last tcgen05.ld of these columns must be ordered before what threads ts do
     now (a dealloc, an MMA that overwrites them): the reader's fence::before_thread_sync, a barrier,
-    then fence::after_thread_sync in ts. Readers among `own` (the acting warp) are ordered already."""
+    then fence::after_thread_sync in ts. Readers among `own` (the acting warp) are ordered already.
+    Returns the message for the first read that is not ordered, or ''."""
     cm = tc.cta[c]
     reads = cm.reads[cols]                                   # (cols, threads) time of last ld, -1 none
     readers = np.nonzero((reads >= 0).any(axis=0))[0]
@@ -290,11 +293,10 @@ def _check_reads_ordered(m, tc, ins, c, ts, own, cols, rule, doing, danger, then
                    "follows those reads")
         else:
             continue
-        m.fail(rule, ins,
-               f"{doing} at {m.where(ins)}, which {m.tdesc(r)} read with tcgen05.ld at {m.where(m.k.code[pc])}; "
-               f"{why}. The columns may be {danger}: tcgen05.fence::before_thread_sync after the reads, a "
-               f"barrier (or an mbarrier arrive -> wait), tcgen05.fence::after_thread_sync, then {then}")
-        return
+        return (f"{doing} at {m.where(ins)}, which {m.tdesc(r)} read with tcgen05.ld at {m.where(m.k.code[pc])}; "
+                f"{why}. The columns may be {danger}: tcgen05.fence::before_thread_sync after the reads, a "
+                f"barrier (or an mbarrier arrive -> wait), tcgen05.fence::after_thread_sync, then {then}")
+    return ""
 
 
 # ---------------------------------------------------------------------------- MMA
@@ -398,17 +400,19 @@ def mma(m, ins):
             a = int(daddr[t])
             col, lane = a & 0xFFFF, a >> 16
             if lane != 0:
-                m.fail("tcgen05-mma-address", ins, f"{m.tdesc(t)}'s tcgen05.mma writes D at tensor-memory "
-                       f"address 0x{a:08x} (lane {lane}): an M = 128 MMA of one CTA fills lanes 0..127, so the "
+                m.fail("tcgen05-mma-address", ins, f"{m.tdesc(t)}'s tcgen05.mma at {m.where(ins)} writes D at "
+                       f"tensor-memory address 0x{a:08x} (lane {lane}): an M = 128 MMA of one CTA fills lanes 0..127, so the "
                        f"lane field of [d_tmem] is 0")
             if cm.allocation_of(col, col + N) is None:
                 _unallocated(m, ins, t, c, col, col + N, "tcgen05.mma writes")
             first = c * m.nthr_cta + 32 * (int(m.lt[t]) // 32)
-            _check_reads_ordered(m, tc, ins, c, np.array([t]), np.arange(first, first + 32),
-                                 np.arange(col, col + N), "tcgen05-mma-overwrite",
-                                 f"the tcgen05.mma issued by {m.tdesc(t)} overwrites columns {col}..{col + N - 1}",
-                                 "overwritten while that read still runs (the epilogue of the previous tile)",
-                                 "the next tile's tcgen05.mma")
+            why = _unordered_read(m, tc, ins, c, np.array([t]), np.arange(first, first + 32),
+                                  np.arange(col, col + N),
+                                  f"the tcgen05.mma issued by {m.tdesc(t)} overwrites columns {col}..{col + N - 1}",
+                                  "overwritten while that read still runs (the epilogue of the previous tile)",
+                                  "the next tile's tcgen05.mma")
+            if why:
+                m.fail("tcgen05-mma-overwrite", ins, why)
             A, wa = _operand(m, ins, t, c, int(ad[t]), Mr, K, f["a"], "A")
             B, wb = _operand(m, ins, t, c, int(bd[t]), N, K, f["b"], "B")
             if f["neg_a"]:
