@@ -137,6 +137,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) probe(const uint4* img, int
       C[(32 * warp + lane) * N + c + i] = 2.0f * __uint_as_float(r[i]) + 1.0f;   // derived from TMEM
 #elif MISTAKE == 16
       C[(32 * warp + lane) * N + c + i] = 1.0f;                                  // not from TMEM
+#elif MISTAKE == 24
+      reinterpret_cast<volatile float*>(smem)[threadIdx.x * 8 + i] = __uint_as_float(r[i]);   // staged in shared
+      C[(32 * warp + lane) * N + c + i] = reinterpret_cast<volatile float*>(smem)[threadIdx.x * 8 + i];
 #else
       C[(32 * warp + lane) * N + c + i] = __uint_as_float(r[i]);
 #endif
@@ -265,6 +268,9 @@ def test_the_output_carries_tensor_memory_only_when_it_comes_from_tcgen05_ld():
     assert rep.counts["gstore.from.tcgen05.ld.bytes"] == rep.counts["gstore.bytes"] == 128 * 128 * 4
     rep, c, ref = run(15)                              # 2 v + 1: still the MMA's data
     np.testing.assert_allclose(c, 2 * ref + 1, atol=1e-3)
+    assert rep.counts["gstore.from.tcgen05.ld.bytes"] == rep.counts["gstore.bytes"]
+    rep, c, ref = run(24)                              # through shared memory: the mark goes with the bytes
+    np.testing.assert_allclose(c, ref, atol=1e-3)
     assert rep.counts["gstore.from.tcgen05.ld.bytes"] == rep.counts["gstore.bytes"]
     rep, c, ref = run(16)                              # a constant: nothing of the MMA
     assert rep.counts.get("gstore.from.tcgen05.ld.bytes", 0) == 0 and rep.counts["gstore.bytes"] > 0

@@ -199,11 +199,21 @@ def bulk_complete(m, b, ins):
             new = np.ascontiguousarray(res.astype(dt)).view(np.uint8).reshape(-1, b["eb"])
         u8[off[:, None] + np.arange(b["eb"])] = new
         m.counts["tma.store.bytes"] += int(b["inb"].sum()) * b["eb"]
+        m.counts["gstore.bytes"] += int(b["inb"].sum()) * b["eb"]
+        marked = m.mem_taint.get("shared")        # bytes that came out of tensor memory (tcgen05.ld)
+        if marked is not None:
+            m.counts["gstore.from.tcgen05.ld.bytes"] += int(
+                marked[c, b["pos"]].reshape(-1, b["eb"])[b["inb"]].sum())
     else:
         one = np.array([b["thread"]])
         a = np.zeros(m.n, np.uint64)
         a[b["thread"]] = np.uint64(b["gaddr"])
+        marked = m.mem_taint.get("shared")
+        saved, m.cur_taint = m.cur_taint, None   # the mark of these bytes is in shared memory, not a register
+        if marked is not None and marked[c, b["pos"]].any():
+            m.counts["gstore.from.tcgen05.ld.bytes"] += int(marked[c, b["pos"]].sum())
         m.gstore(a, data.reshape(1, -1), one, ins)
+        m.cur_taint = saved
     m.bulk_reading[c, b["words"]] -= 1
     b["read"] = b["done"] = True
     m.bulk.remove(b)

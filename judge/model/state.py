@@ -293,6 +293,29 @@ class Machine:
         self.tc = None                        # tensor memory and tcgen05 (judge.model.tensor_memory), at first use
         self.taint = {}                       # register -> lanes whose value came from a tcgen05.ld
         self.cur_taint = None                 # lanes of the current instruction that read such a value
+        self.mem_taint = {}                   # "shared" (blocks, bytes) / "local" (threads, bytes): marked bytes
+
+    def taint_store(self, space, rows, off, w, lanes):
+        """A store of w bytes per lane at (rows, off) of shared or local memory: the bytes carry the mark
+        of the stored value (a tcgen05.ld result), or lose it."""
+        t = self.mem_taint.get(space)
+        if t is None:
+            if self.cur_taint is None or not self.cur_taint[lanes].any():
+                return
+            t = self.mem_taint[space] = np.zeros((self.sm if space == "shared" else self.local).shape, bool)
+        mark = self.cur_taint[lanes] if self.cur_taint is not None else np.zeros(len(lanes), bool)
+        t[rows[:, None], off[:, None] + np.arange(w)] = mark[:, None]
+
+    def taint_load(self, space, rows, off, w, lanes):
+        """A load from marked bytes marks the loaded value (it goes on to the destination register)."""
+        t = self.mem_taint.get(space)
+        if t is None:
+            return
+        hit = t[rows[:, None], off[:, None] + np.arange(w)].any(axis=1)
+        if hit.any():
+            cur = np.zeros(self.n, bool) if self.cur_taint is None else self.cur_taint.copy()
+            cur[lanes] |= hit
+            self.cur_taint = cur
 
     # ------------------------------------------------------------------ registers
     def _store_dtype(self, name, fallback):

@@ -71,7 +71,8 @@ and .pack/.unpack.
 the value through any instruction that reads it (judge.model.machine's taint); a global store of a
 marked value counts under "gstore.from.tcgen05.ld.bytes" (all global stores: "gstore.bytes"), so an
 exercise can require that its output came out of tensor memory (exercise.toml [carries]). The mark
-does not travel through memory (a value staged in shared or local memory loses it).
+travels with the bytes through shared and local memory (a C staged in shared memory and written by a
+TMA or bulk store still counts). It is a union: a value computed from a marked one in any way is marked.
 """
 from __future__ import annotations
 
