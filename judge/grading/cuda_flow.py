@@ -21,9 +21,11 @@ The order, stopping at the first failure:
                                                                -> WRONG, naming the rule
  5. the CPU model of the machine (judge.model) runs the small cases, where it knows every instruction:
     a protocol race is WRONG here whatever a GPU happened to do; a kernel that can never finish is HANG;
-    a feature present in the SASS but not on the path that does the work ([uses]) is MISSING FEATURE
+    a feature present in the SASS but not on the path that does the work ([uses]), or an output that does
+    not carry the values the feature delivered ([carries]), is MISSING FEATURE
  6. no GPU can run the target here: sm_90a -> the model's verdict (or SKIP, saying what was and was not
-    checked); sm_100a -> compiled, SASS and simulate(): PASS that says plainly it was not run
+    checked); sm_100a (no Blackwell GPU here) -> the model's verdict on its cases (model_cases), or
+    compiled, SASS and simulate(): a PASS that names what ran and says plainly no GPU ran it
  7. every case on the GPU, fresh random inputs, poisoned outputs -> WRONG (a launch the hardware would
     refuse is WRONG with judge.gpu.launch's message)
  8. timing at [timing].case: outputs poisoned before the timed launches and compared after them (work
@@ -135,7 +137,8 @@ def _run_model(b, mod, ex, sub, checked) -> Result | None:
             return Result(Verdict.WRONG, bad.message, checked=checked,
                           details=["on the CPU model of the machine (asynchronous copies land as late as the "
                                    "rules allow, shared memory a stage releases is poisoned)"])
-        unused = _unused_features(ex, getattr(_launch.last_model_report, "counts", {}) or {})
+        counts = getattr(_launch.last_model_report, "counts", {}) or {}
+        unused = _unused_features(ex, counts) or _bypassed(ex, counts)
         if unused:
             return Result(Verdict.MISSING_FEATURE, unused, checked=checked,
                           details=["the instruction is in the SASS, but the work does not go through it: "
@@ -158,6 +161,22 @@ def _unused_features(ex, counts: dict) -> str:
             others = ", ".join(f"{k} {v / total:.0%}" for k, v in fills.items() if k != path) if total else "none"
             return (f"only {got:.0%} of the bytes written into shared memory went through {path} when the kernel "
                     f"ran (at least {float(share):.0%} must; the rest: {others})")
+    return ""
+
+
+def _bypassed(ex, counts: dict) -> str:
+    """exercise.toml [carries]: `"tcgen05.ld" = 0.99` asks that at least 99 % of the bytes the kernel
+    stored to global memory carry values that came out of that instruction (the model marks its
+    destination registers and follows the mark through every instruction that reads them:
+    gstore.from.<feature>.bytes of gstore.bytes). A kernel that runs the feature and then computes its
+    output another way gets MISSING FEATURE."""
+    total = counts.get("gstore.bytes", 0)
+    for feature, share in ex.meta.get("carries", {}).items():
+        got = counts.get(f"gstore.from.{feature}.bytes", 0) / total if total else 0.0
+        if got < float(share):
+            return (f"only {got:.0%} of the bytes the kernel stored to global memory carry values read with "
+                    f"{feature} (at least {float(share):.0%} must): the output was computed another way, "
+                    f"bypassing what {feature} delivers")
     return ""
 
 
@@ -322,10 +341,22 @@ def grade(sub, mod) -> Result:
     checked.append("no rule the SASS can show broken (proxy fence before a TMA store, exit before its read)")
 
     runs_here = gpu.meets(target)
-    if not runs_here and not target.startswith("sm_90"):          # Blackwell work: compile-only here
+    if not runs_here and not target.startswith("sm_90"):          # Blackwell work: no such GPU here
+        if _model_cases(mod, ex):
+            early = _run_model(b, mod, ex, sub, checked)
+            if early is not None:
+                return early
+        modelled = any("CPU model" in c and "correct" in c for c in checked)
+        if _model_cases(mod, ex) and not modelled:    # the model could not run it: no verdict either way
+            return Result(Verdict.SKIP, f"compiled for {target}, SASS checked; the CPU model could not run the "
+                                        f"kernel and there is no {target} GPU here", checked=checked,
+                          details=["not checked: correctness (see above what the model lacks)"])
         extra = list(mod.simulate(b, sub)) if hasattr(mod, "simulate") else []
-        return Result(Verdict.PASS, f"compiled for {target}, SASS checked" + (", protocol simulated" if extra else "")
-                      + f"; not run on a GPU: no {target} GPU here", checked=checked + extra)
+        what = (f"ran {'; '.join(_case_name(c) for c in _model_cases(mod, ex))} on the CPU model of the "
+                f"machine and matched float64" if modelled else "SASS checked"
+                + (", protocol simulated" if extra else ""))
+        return Result(Verdict.PASS, f"compiled for {target}; {what}; not run on a GPU: no {target} GPU here",
+                      checked=checked + extra)
     early = _run_model(b, mod, ex, sub, checked)
     if early is not None:
         return early

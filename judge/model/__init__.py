@@ -90,6 +90,13 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
 10. Clusters: all blocks of a cluster run together (__cluster_dims__ / .reqnctapercluster decides the
    shape); barrier.cluster.arrive/wait, mapa, ld/st.shared::cluster (DSMEM), multicast TMA with
    ctaMask (each destination block's mbarrier receives its bytes).
+10b. tcgen05 and tensor memory (sm_100a; judge/model/ops/tcgen05.py, state in judge.model.tensor_memory):
+   128 lanes x 512 columns per CTA; alloc/dealloc/relinquish by whole warps, mma and commit per thread,
+   an MMA's result landing at its commit's mbarrier arrival (as late as allowed), ld/st in the warp's
+   lane quarter with warp-uniform addresses, registers usable after tcgen05.wait::ld, fences around
+   barriers, leaks at exit. Values read with tcgen05.ld are marked, and global stores of marked values
+   are counted ("gstore.from.tcgen05.ld.bytes" of "gstore.bytes"). cta_group::2 and the block-scaled
+   kinds are Unsupported.
 11. HANG: the moment every live thread is blocked (bar.sync that cannot complete, an mbarrier phase
    that can never complete, a cluster barrier), Hang carries the wait-for graph: who waits on
    which barrier / mbarrier and parity, how many arrivals and tx bytes are missing. A kernel that

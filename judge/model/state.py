@@ -20,6 +20,7 @@ import numpy as np
 
 from judge.model import checks
 from judge.model import ptx as _ptx
+from judge.model import tensor_memory
 from judge.model.errors import Unsupported
 
 SHARED_BASE = 0x9000_0000_0000_0000     # generic address of shared offset 0 (cvta.shared)
@@ -291,6 +292,33 @@ class Machine:
         self.acc_pending = {}                        # register -> lanes whose wgmma has not completed
         self.acc_names = set()
         self.wg_written = {}
+        # -- tensor memory and tcgen05 (ops.tcgen05)
+        self.tc = None                        # tensor memory and tcgen05 (judge.model.tensor_memory), at first use
+        self.taint = {}                       # register -> lanes whose value came from a tcgen05.ld
+        self.cur_taint = None                 # lanes of the current instruction that read such a value
+        self.mem_taint = {}                   # "shared" (blocks, bytes) / "local" (threads, bytes): marked bytes
+
+    def taint_store(self, space, rows, off, w, lanes):
+        """A store of w bytes per lane at (rows, off) of shared or local memory: the bytes carry the mark
+        of the stored value (a tcgen05.ld result), or lose it."""
+        t = self.mem_taint.get(space)
+        if t is None:
+            if self.cur_taint is None or not self.cur_taint[lanes].any():
+                return
+            t = self.mem_taint[space] = np.zeros((self.sm if space == "shared" else self.local).shape, bool)
+        mark = self.cur_taint[lanes] if self.cur_taint is not None else np.zeros(len(lanes), bool)
+        t[rows[:, None], off[:, None] + np.arange(w)] = mark[:, None]
+
+    def taint_load(self, space, rows, off, w, lanes):
+        """A load from marked bytes marks the loaded value (it goes on to the destination register)."""
+        t = self.mem_taint.get(space)
+        if t is None:
+            return
+        hit = t[rows[:, None], off[:, None] + np.arange(w)].any(axis=1)
+        if hit.any():
+            cur = np.zeros(self.n, bool) if self.cur_taint is None else self.cur_taint.copy()
+            cur[lanes] |= hit
+            self.cur_taint = cur
 
     # ------------------------------------------------------------------ registers
     def _store_dtype(self, name, fallback):
@@ -307,6 +335,10 @@ class Machine:
             name = op.name
             if self.acc_pending and name in self.acc_pending and (self.acc_pending[name] & self.cur_mask).any():
                 checks.early_accumulator_access(self, name, ins, "read")
+            if self.tc is not None and name in self.tc.ld_pending and (self.tc.ld_pending[name] & self.cur_mask).any():
+                tensor_memory.early_register(self, name, ins, "read")
+            if self.taint and name in self.taint:         # the value came out of tensor memory: so does the result
+                self.cur_taint = self.taint[name].copy() if self.cur_taint is None else self.cur_taint | self.taint[name]
             if name in self.regs:
                 v = self.regs[name]
             elif name in self.sreg:
@@ -361,6 +393,11 @@ class Machine:
                 checks.early_accumulator_access(self, name, None, "write")
             w = self.wg_written.setdefault(name, np.full(self.n, -1, np.int64))
             w[mask] = self.gtime
+        if not internal and self.tc is not None and name in self.tc.ld_pending and (self.tc.ld_pending[name] & mask).any():
+            tensor_memory.early_register(self, name, None, "write")
+        if not internal and (self.cur_taint is not None or name in self.taint):
+            tt = self.taint.setdefault(name, np.zeros(self.n, bool))
+            tt[mask] = self.cur_taint[mask] if self.cur_taint is not None else False
         val = np.asarray(val)
         reg = self.regs.get(name)
         if reg is None:
@@ -470,6 +507,9 @@ class Machine:
         w = data.shape[1]
         order = np.empty(self.n, np.int64)
         order[lanes] = np.arange(len(lanes))
+        self.counts["gstore.bytes"] += len(lanes) * w
+        if self.cur_taint is not None:       # bytes whose value came out of tensor memory (tcgen05.ld)
+            self.counts["gstore.from.tcgen05.ld.bytes"] += w * int(np.count_nonzero(self.cur_taint[lanes]))
         for sel, u8, off in self._regions_of(a, w, lanes, ins, write=True):
             u8[off[:, None] + np.arange(w)] = data[order[sel]]
 
