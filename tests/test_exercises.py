@@ -50,7 +50,6 @@ WAIVED = {
     ("tma_tiles", "TOO SLOW"): "a fixture below bronze exists only once an H200 run has measured it",
     ("dsmem_histogram", "TOO SLOW"): "a fixture below bronze exists only once an H200 run has measured it",
     ("ws_gemm", "TOO SLOW"): "a fixture below bronze exists only once an H200 run has measured it",
-    ("tcgen05_gemm", "MISSING FEATURE"): "comes with the exercise's move onto the CPU model (issue 16)",
 }
 
 #: exercises whose wrong fixtures are still whole copies: converted with
