@@ -183,7 +183,8 @@ def test_the_hang_is_that_files_verdict_not_the_runs_end(graded):
     hang = [r for r in graded["rows"] if r["verdict"] == "HANG"]
     assert [(r["learner"], r["exercise"]) for r in hang] == [("l000", HANG[0])]
     rec = json.loads(classroom.result_path(graded["out"], hang[0]["key"]).read_text())
-    assert "no progress" in rec["result"]["message"]
+    assert "did not finish within" in rec["result"]["message"] or "no progress" in rec["result"]["message"], rec
+    assert rec["result"]["details"], "a HANG says what such a loop looks like"
 
 
 def _chromium():
@@ -195,9 +196,17 @@ def _chromium():
 
 def test_the_gradebook_in_a_real_browser_shows_everyone_and_opens_a_cell(graded):
     exe = _chromium()
+    in_ci = os.environ.get("CI") == "true"
     if exe is None:
+        if in_ci:
+            pytest.fail("CI must run the browser test: .ci/run installs Debian's chromium, and it is not here")
         pytest.skip("no chromium here: `apt-get install -y chromium` (Debian's package; .ci/run installs it)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    try:
+        from playwright import sync_api
+    except ImportError:
+        if in_ci:
+            raise
+        pytest.skip("the playwright package is not installed (pip install -e '.[dev]' installs it)")
     rows = graded["rows"]
     page_url = (graded["out"] / "index.html").resolve().as_uri()
     with sync_api.sync_playwright() as pw:
