@@ -1,8 +1,8 @@
 """grade-class, the gradebook and release: a class of 50 learners graded on Dask, killed and restarted.
 
-The class is built from the exercises' solutions and fixtures (every CPU exercise, a few GPU ones that
-the CPU model grades here, one submission that hangs), each file made unique by a comment naming its
-learner, so that every file is a grading of its own. Run:
+The class is judge.grading.class_sample's: built from the exercises' solutions and fixtures (every CPU
+exercise, a few GPU ones that the CPU model grades here, one submission that hangs), each file made
+unique by a comment naming its learner, so that every file is a grading of its own. Run:
     PYTHONPATH=$PWD .venv/bin/python -m pytest tests/test_classroom.py -q
 The browser test needs Debian's chromium (`apt-get install -y chromium`) and the playwright package;
 without them it skips and says so (CI installs chromium: .ci/run).
@@ -22,63 +22,15 @@ from pathlib import Path
 import pytest
 
 from judge import gpu
-from judge.grading import classroom, exercise, grade, gradebook, release
+from judge.grading import class_sample, classroom, exercise, grade, gradebook, release
 from judge.grading.result import Result, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, str(ROOT / "practice" / "judge.py")]
 LEARNERS = 50
-GPU_FILES = [("tma_tiles", "<solution>"), ("tma_tiles", "wrong_coord_order.cu"),
+GPU_FILES = [("tma_tiles", class_sample.SOLUTION), ("tma_tiles", "wrong_coord_order.cu"),
              ("tcgen05_gemm", "wrong_alloc_96.cu"), ("dsmem_histogram", "wrong_no_sync_before_dsmem.cu")]
 HANG = ("pipeline_timeline", "hang_spin_for_free_buffer.py")
-
-
-def expected(ex, name: str) -> str:
-    """The verdict a single check gives this fixture on this machine (exercise.toml; `cpu =` where the
-    CPU model's verdict differs from the GPU's)."""
-    declared = "PASS" if name == "<solution>" else ex.fixtures[name]
-    if ex.needs_gpu and not gpu.meets(ex.target) and ex.target.startswith("sm_90"):
-        cpu = ex.meta.get("fixtures", {}).get(name, {})
-        if isinstance(cpu, dict) and "cpu" in cpu:
-            return cpu["cpu"]
-    return declared
-
-
-def _source(ex, name):
-    return ex.solution_path if name == "<solution>" else ex.fixture_path(name)
-
-
-def build_class(dest: Path) -> dict:
-    """50 learners x 2 CPU exercises (round-robin over every CPU exercise's solution and fixtures),
-    plus the GPU files and the hang given to the first learners. Returns {(learner, exercise): (path, want)}."""
-    by_id = {e.id: e for e in exercise.all_exercises()}
-    queues = {e.id: [n for n in ["<solution>", *e.fixtures] if (e.id, n) != HANG and not n.startswith("hang")]
-              for e in by_id.values() if not e.needs_gpu}
-    pool = []
-    while any(queues.values()):
-        for ex_id in sorted(queues):
-            if queues[ex_id]:
-                pool.append((ex_id, queues[ex_id].pop(0)))
-    extra = {0: [HANG], 1: [GPU_FILES[0]], 2: [GPU_FILES[1]], 3: [GPU_FILES[2]], 4: [GPU_FILES[3]]}
-    cls, i = {}, 0
-    for n in range(LEARNERS):
-        who = f"l{n:03d}"
-        mine = list(extra.get(n, []))
-        while len(mine) < len(extra.get(n, [])) + 2:
-            ex_id, name = pool[i % len(pool)]
-            i += 1
-            if ex_id not in {m[0] for m in mine}:
-                mine.append((ex_id, name))
-        for ex_id, name in mine:
-            ex = by_id[ex_id]
-            # half the learners hand in flat files, half a workspace layout; plan.py (two exercises) always the latter
-            folder = dest / who / ex.id if (n % 2 or ex.learner_file == "plan.py") else dest / who
-            folder.mkdir(parents=True, exist_ok=True)
-            mark = "#" if ex.ext == ".py" else "//"
-            text = _source(ex, name).read_text() + f"\n{mark} handed in by {who} ({name})\n"
-            (folder / ex.learner_file).write_text(text)
-            cls[(who, ex_id)] = (folder / ex.learner_file, expected(ex, name))
-    return cls
 
 
 def _env():
@@ -95,7 +47,10 @@ def graded(tmp_path_factory):
     started again; then a third run over the finished class. Figures for the README are printed."""
     base = tmp_path_factory.mktemp("classroom")
     cls_dir, out = base / "class", base / "report"
-    cls = build_class(cls_dir)
+    # 50 learners x 2 Python exercises, round-robin over every CPU exercise's solution and fixtures;
+    # the first learners also hand in the hang and the GPU files (graded by the CPU model without a GPU)
+    cls = class_sample.make_class(cls_dir, LEARNERS, cpu=2, gpu=0, hangs=False,
+                                  extra={0: [HANG], **{i + 1: [g] for i, g in enumerate(GPU_FILES)}})
     env = _env()
     env["JUDGE_WORKSPACE"] = str(base / "workspace")
     t0 = time.monotonic()
@@ -125,7 +80,7 @@ def graded(tmp_path_factory):
           f"the restart graded {len(cls) - stored_at_kill} in {t_second:.1f} s "
           f"({(len(cls) - stored_at_kill) / t_second:.2f} files/s, cluster start included) on "
           f"{os.cpu_count()} cores; whole: {time.monotonic() - t0:.1f} s")
-    return {"cls": cls, "out": out, "rows": rows, "stored_at_kill": stored_at_kill,
+    return {"cls": cls, "cls_dir": cls_dir, "out": out, "rows": rows, "stored_at_kill": stored_at_kill,
             "logged_at_kill": logged_at_kill, "logged_after_second": logged_after_second,
             "second": second, "third": third}
 
@@ -134,8 +89,9 @@ def test_every_learner_and_file_gets_the_verdict_its_fixture_declares(graded):
     rows = {(r["learner"], r["exercise"]): r for r in graded["rows"]}
     assert set(rows) == set(graded["cls"]), set(graded["cls"]) ^ set(rows)
     assert len({r[0] for r in rows}) == LEARNERS
-    wrong = [(k, rows[k]["verdict"], want) for k, (_, want) in graded["cls"].items() if rows[k]["verdict"] != want]
+    wrong = [(k, rows[k]["verdict"], want) for k, (_, want, _) in graded["cls"].items() if rows[k]["verdict"] != want]
     assert not wrong, wrong[:5]
+    assert class_sample.compare(graded["cls_dir"], graded["out"]) == []
     verdicts = collections.Counter(r["verdict"] for r in rows.values())
     assert verdicts["PASS"] and verdicts["WRONG"] and verdicts["HANG"] == 1, verdicts
     for r in rows.values():
