@@ -314,3 +314,28 @@ def test_release_leaves_out_solutions_and_fixtures_and_its_checks_still_run(tmp_
     assert r.stdout.count("already graded") == 1
     with pytest.raises(FileExistsError):
         release.release(dest)
+
+
+def test_a_file_that_kills_its_worker_is_that_files_crash_not_the_runs_end(tmp_path, monkeypatch):
+    """The check's own isolation keeps a learner's code away from the worker; should a grading take its
+    Dask worker down all the same (here: a stand-in for grade_one that exits the worker process on one
+    file), the file gets CRASH after a second worker died on it too, and every other file its verdict."""
+    real = classroom.grade_one
+
+    def grade_or_die(ex_id, file_name, data, key, version, out):
+        if b"TAKE THE WORKER DOWN" in data:
+            os._exit(3)
+        return real(ex_id, file_name, data, key, version, out)
+
+    monkeypatch.setattr(classroom, "grade_one", grade_or_die)
+    sol = (ROOT / "exercises" / "swizzle_address" / "solution.py").read_text()
+    for who, extra in (("ada", ""), ("bob", "\n# TAKE THE WORKER DOWN\n")):
+        (tmp_path / "class" / who).mkdir(parents=True)
+        (tmp_path / "class" / who / "swizzle.py").write_text(sol + extra)
+    s = classroom.grade_class(tmp_path / "class", tmp_path / "report", workers=2, progress=False, log=lambda _: None)
+    rows = {r["learner"]: r for r in csv.DictReader((tmp_path / "report" / "grades.csv").open())}
+    assert s["graded"] == 2 and s["failed_workers"] == 1, s
+    assert rows["ada"]["verdict"] == "PASS", rows["ada"]
+    assert rows["bob"]["verdict"] == "CRASH" and rows["bob"]["where"] == "lost worker", rows["bob"]
+    rec = json.loads(classroom.result_path(tmp_path / "report", rows["bob"]["key"]).read_text())
+    assert "killed the Dask worker" in rec["result"]["message"]

@@ -434,7 +434,7 @@ def _run(todo, out, version, scheduler, workers, progress, run_log, say) -> dict
             except (KilledWorker, FutureCancelledError) as e:
                 done["failed_workers"] += 1
                 r = Result(Verdict.CRASH, "grading this file killed the Dask worker that graded it, "
-                                          "twice (on two workers)",
+                                          "and the worker it was tried again on",
                            details=[f"{type(e).__name__}: {e}",
                                     "a check runs in a child process of its own: a file that takes its worker "
                                     "down with it is a fault of the judge's isolation as well; report it"])
