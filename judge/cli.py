@@ -221,6 +221,11 @@ def cmd_grade_class(args) -> int:
                     f"as the exercises' learner_file (`{PROG} list` shows the exercises)")
     if args.workers is not None and args.workers < 1:
         raise Usage("--workers must be at least 1")
+    try:
+        import distributed  # noqa: F401 - only to say what is missing before anything starts
+    except ImportError:
+        raise Usage("grade-class runs on Dask, which is not installed here: "
+                    "python3 -m pip install dask distributed (both are in pyproject.toml)") from None
     s = classroom.grade_class(args.cls, args.out, scheduler=args.scheduler, workers=args.workers,
                               progress=not args.quiet)
     out = Path(args.out)
