@@ -237,6 +237,10 @@ def cmd_grade_class(args) -> int:
     if len(s["ignored"]) > 10:
         print(f"  ... and {len(s['ignored']) - 10} more (logs/run.log)")
     print(f"report: {out / 'grades.csv'}, {out / 'index.html'}; logs in {out / 'logs'}")
+    if s["errors"]:
+        print(f"{s['errors']} file(s) could not be graded (see {out / 'logs' / 'run.log'}); run the same "
+              f"command again once the cause is fixed: only those are graded")
+        return 1
     return 0
 
 

@@ -319,26 +319,39 @@ def test_release_leaves_out_solutions_and_fixtures_and_its_checks_still_run(tmp_
 def test_a_file_that_kills_its_worker_is_that_files_crash_not_the_runs_end(tmp_path, monkeypatch):
     """The check's own isolation keeps a learner's code away from the worker; should a grading take its
     Dask worker down all the same (here: a stand-in for grade_one that exits the worker process on one
-    file), the file gets CRASH after a second worker died on it too, and every other file its verdict."""
+    file), the file gets CRASH once it has taken down each worker it was tried on, and every other file
+    its verdict.
+    A grading that fails by a fault of the set-up (the stand-in raises) stores nothing: the next run
+    grades that file, and only it."""
     real = classroom.grade_one
 
     def grade_or_die(ex_id, file_name, data, key, version, out):
         if b"TAKE THE WORKER DOWN" in data:
             os._exit(3)
+        if b"NOT THIS TIME" in data:
+            raise RuntimeError("this worker runs another judge")
         return real(ex_id, file_name, data, key, version, out)
 
     monkeypatch.setattr(classroom, "grade_one", grade_or_die)
+    monkeypatch.setattr(classroom, "ALLOWED_FAILURES", 0)      # no second try: one worker lost, not three
     sol = (ROOT / "exercises" / "swizzle_address" / "solution.py").read_text()
-    for who, extra in (("ada", ""), ("bob", "\n# TAKE THE WORKER DOWN\n")):
+    for who, extra in (("ada", ""), ("bob", "\n# TAKE THE WORKER DOWN\n"), ("cy", "\n# NOT THIS TIME\n")):
         (tmp_path / "class" / who).mkdir(parents=True)
         (tmp_path / "class" / who / "swizzle.py").write_text(sol + extra)
-    s = classroom.grade_class(tmp_path / "class", tmp_path / "report", workers=2, progress=False, log=lambda _: None)
+    said = []
+    s = classroom.grade_class(tmp_path / "class", tmp_path / "report", workers=2, progress=False, log=said.append)
     rows = {r["learner"]: r for r in csv.DictReader((tmp_path / "report" / "grades.csv").open())}
-    assert s["graded"] == 2 and s["failed_workers"] == 1, s
+    assert s["graded"] == 2 and s["failed_workers"] == 1 and s["errors"] == 1, s
     assert rows["ada"]["verdict"] == "PASS", rows["ada"]
     assert rows["bob"]["verdict"] == "CRASH" and rows["bob"]["where"] == "lost worker", rows["bob"]
     rec = json.loads(classroom.result_path(tmp_path / "report", rows["bob"]["key"]).read_text())
     assert "killed the Dask worker" in rec["result"]["message"]
+    assert rows["cy"]["verdict"] == "MISSING" and any("another judge" in x for x in said), (rows["cy"], said)
+    monkeypatch.setattr(classroom, "grade_one", real)
+    s = classroom.grade_class(tmp_path / "class", tmp_path / "report", workers=1, progress=False, log=said.append)
+    assert (s["graded"], s["already"], s["errors"]) == (1, 2, 0), s
+    rows = {r["learner"]: r for r in csv.DictReader((tmp_path / "report" / "grades.csv").open())}
+    assert rows["cy"]["verdict"] == "PASS", rows["cy"]
 
 
 def test_grade_class_uses_an_existing_cluster_given_by_its_address(tmp_path):

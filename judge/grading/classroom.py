@@ -53,6 +53,7 @@ from judge.grading.result import Result, Verdict
 RESULTS = "results"
 LOGS = "logs"
 GRADINGS_LOG = "gradings.log"
+ALLOWED_FAILURES = 2     # a grading that kills its worker is tried on this many more before it is a CRASH
 
 
 # ------------------------------------------------------------------ what a class is
@@ -305,8 +306,10 @@ def local_cluster(workers: int | None = None, gpus: int | None = None):
     gpus = gpu_count() if gpus is None else gpus
     cores = os.cpu_count() or 1
     workers = workers if workers is not None else max(1, cores - gpus)
-    # A file whose grading kills its worker is retried once on another worker, then it is that file's CRASH.
-    dask.config.set({"distributed.scheduler.allowed-failures": 1,
+    # A file whose grading kills its worker is tried on ALLOWED_FAILURES more, then it is that file's CRASH;
+    # a worker holds one task at a time (saturation 1.0), so only the file it was grading is blamed.
+    dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
+                     "distributed.scheduler.worker-saturation": 1.0,
                      "distributed.worker.daemon": False})     # a worker starts check processes of its own
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                            dashboard_address=None, scheduler_port=0, silence_logs=logging.WARNING)
@@ -365,7 +368,9 @@ def grade_class(class_dir, out, *, scheduler: str | None = None, workers: int | 
                 progress: bool = True, log=None) -> dict:
     """Grade every file of CLASS into REPORT (see the module docstring). Returns a summary:
     submissions, distinct (files to grade after identical ones are merged), graded (this run),
-    already (found in REPORT/results), failed_workers, seconds, files_per_s, version, ignored."""
+    already (found in REPORT/results), failed_workers, errors (files left ungraded by a fault of the
+    set-up, e.g. a worker running another judge version: nothing is stored for them, a new run tries
+    again), seconds, files_per_s, version, ignored."""
     from judge.grading import gradebook
     out = Path(out)
     (out / LOGS).mkdir(parents=True, exist_ok=True)
@@ -379,7 +384,7 @@ def grade_class(class_dir, out, *, scheduler: str | None = None, workers: int | 
     todo = [s for k, s in distinct.items() if load_result(out, k) is None]
     t0 = time.monotonic()
     summary = {"submissions": len(subs), "distinct": len(distinct), "already": len(distinct) - len(todo),
-               "graded": 0, "failed_workers": 0, "version": version, "ignored": ignored}
+               "graded": 0, "failed_workers": 0, "errors": 0, "version": version, "ignored": ignored}
     run_log.info("judge %s: %d files from %s, %d distinct, %d already graded, %d to grade",
                  version, len(subs), class_dir, len(distinct), summary["already"], len(todo))
     say(f"judge {version}: {len(subs)} files of {len({s.learner for s in subs})} learners, "
@@ -412,29 +417,49 @@ def _run(todo, out, version, scheduler, workers, progress, run_log, say) -> dict
         client = Client(cluster)
         client.wait_for_workers(n, timeout=120)
         where = f"a LocalCluster of {n} worker(s)"
-    done = {"graded": 0, "failed_workers": 0}
+    done = {"graded": 0, "failed_workers": 0, "errors": 0}
     try:
         gpus = _cluster_has_gpus(client)
         run_log.info("grading on %s; GPU exercises %s", where,
                      "each hold one GPU (resource GPU=1)" if gpus else "graded without a GPU (CPU model)")
         say(f"grading {len(todo)} file(s) on {where}"
             + ("; each GPU exercise holds one GPU" if gpus else ""))
+        # GPU exercises are all submitted at once: their resource GPU=1 lets one run per GPU. CPU exercises
+        # go out in a window of as many as there are worker threads, so that a worker holds only the file
+        # it grades: when a worker dies, Dask blames every task it held, and an innocent file must not
+        # collect the blame of the file that took the worker down.
+        gpu_todo = [s for s in todo if gpus and s.needs_gpu]
+        cpu_todo = sorted((s for s in todo if not (gpus and s.needs_gpu)), key=lambda s: (s.exercise, s.key),
+                          reverse=True)
         futures = {}
-        # GPU exercises first: they are the long ones and have the fewest workers.
-        for s in sorted(todo, key=lambda s: (not s.needs_gpu, s.exercise, s.key)):
+
+        def submit(s):
             fut = client.submit(grade_one, s.exercise, s.path.name, s.path.read_bytes(), s.key, version, str(out),
                                 key=f"grade-{s.exercise}-{s.key}", pure=False,
                                 resources={"GPU": 1} if (gpus and s.needs_gpu) else None, retries=0)
             futures[fut] = s
-        bar = Bar(len(futures), enabled=progress)
-        for fut in as_completed(futures):
-            s = futures[fut]
+            return fut
+
+        pending = as_completed([submit(s) for s in gpu_todo])
+
+        def top_up():
+            room = max(1, sum(client.nthreads().values())) - sum(
+                1 for f, s in futures.items() if not f.done() and not (gpus and s.needs_gpu))
+            while cpu_todo and room > 0:
+                pending.add(submit(cpu_todo.pop()))
+                room -= 1
+
+        top_up()
+        bar = Bar(len(todo), enabled=progress)
+        for fut in pending:
+            s = futures.pop(fut)
+            top_up()
             try:
                 rec = fut.result()
             except (KilledWorker, FutureCancelledError) as e:
                 done["failed_workers"] += 1
                 r = Result(Verdict.CRASH, "grading this file killed the Dask worker that graded it, "
-                                          "and the worker it was tried again on",
+                                          "each time it was tried",
                            details=[f"{type(e).__name__}: {e}",
                                     "a check runs in a child process of its own: a file that takes its worker "
                                     "down with it is a fault of the judge's isolation as well; report it"])
@@ -442,6 +467,13 @@ def _run(todo, out, version, scheduler, workers, progress, run_log, say) -> dict
                 r.source = "no verdict: the worker died"
                 rec = make_record(s.key, s.exercise, version, r, 0.0, "lost worker")
                 rec["stored_by_worker"] = False
+            except Exception as e:  # noqa: BLE001 - a fault of the set-up (another judge on a worker): no verdict
+                done["errors"] += 1
+                if done["errors"] == 1:
+                    say(f"error: {s.learner}/{s.path.name} could not be graded: {type(e).__name__}: {e}")
+                run_log.info("%s %s %s: not graded: %s: %s", s.learner, s.exercise, s.key, type(e).__name__, e)
+                bar.step(f"{s.learner}/{s.path.name}: not graded")
+                continue
             if not rec.get("stored_by_worker"):
                 write_atomic(result_path(out, s.key), json.dumps(rec))
                 log_grading(out, rec)
