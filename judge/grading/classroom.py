@@ -396,8 +396,11 @@ def grade_class(class_dir, out, *, scheduler: str | None = None, workers: int | 
     records = {k: load_result(out, k) for k in distinct}
     gradebook.write_report(out, subs, records, version)
     run_log.info("done: %s", json.dumps({k: v for k, v in summary.items() if k != "ignored"}))
-    for h in run_log.handlers:
-        h.flush()
+    for h in list(run_log.handlers):          # this report's log is closed; Dask's loggers let go of it
+        for name in ("distributed", "dask"):
+            logging.getLogger(name).removeHandler(h)
+        run_log.removeHandler(h)
+        h.close()
     return summary
 
 
