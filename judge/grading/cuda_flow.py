@@ -319,7 +319,8 @@ def diagnose_c7515(ptx: str, kernel: str) -> str:
     zeroed = [l for i, l in enumerate(lines) if not l.startswith("wgmma")
               and (m := re.match(r"(?:@!?%\w+\s+)?[a-z][\w.]*\s+(%\w+)\s*,", l)) and m.group(1) in acc]
     if min(waits) >= 1 and zeroed:
-        return (f"the accumulators are zeroed with plain instructions ({zeroed[0].rstrip(';')} and "
+        first = " ".join(zeroed[0].rstrip(";").split())
+        return (f"the accumulators are zeroed with plain instructions ({first} and "
                 f"{len(zeroed) - 1} more) in a pipeline that keeps a wgmma group in flight across slices "
                 f"(wgmma.wait_group {min(waits)} in the loop): a non-wgmma instruction defines an accumulator "
                 "of a wgmma still pending, so ptxas serializes them all. Do not zero them: give the first "
