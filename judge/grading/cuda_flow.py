@@ -201,8 +201,7 @@ def _run_model(b, mod, ex, sub, checked) -> Result | None:
             return None
         except model.Violation as e:
             if e.rule == "trap":                          # __trap(), a failed device-side assert
-                return Result(Verdict.CRASH, f"the kernel executed trap at {e.where} ({_case_name(case)}): "
-                                             "a device-side assert failed or the kernel called __trap()",
+                return Result(Verdict.CRASH, f"{e.message} (at {e.where}; case {_case_name(case)})",
                               checked=checked,
                               details=["on a GPU the launch fails (CUDA_ERROR_LAUNCH_FAILED / device-side assert "
                                        "triggered) and the process's context is lost: fix the condition the "
