@@ -10,6 +10,18 @@
 
 Try it: .venv/bin/python -m pytest tests/test_model.py tests/test_model_ch12.py tests/test_model_ch3.py tests/test_model_ch4.py -q
 
+Layout (each module opens with what it does):
+    ptx.py        the one PTX reader: kernels, instructions, operands, source lines
+    state.py      Machine: memory regions, parameters, shared memory, registers, addresses, clocks
+    checks.py     the rules (RULES: rule id -> PTX ISA section), happens-before, race checks, fail()
+    completion.py asynchronous completions: cp.async landing, mbarrier phases (judge.hw.mbarrier), stores
+    scheduler.py  the exec loop, blocking, barriers' release, exits, hangs
+    registry.py   PTX instruction name -> the family's factory (longest dotted prefix wins)
+    ops/          one module per instruction family (alu, convert, memory, control, barriers, warp,
+                  cluster, cp_async, mbarrier, bulk, wgmma)
+    replay.py     a run drawn as the course's pipeline timeline
+    errors.py     Violation (WRONG), Hang (HANG), Unsupported (no verdict)
+
 What runs: the PTX of the very compile that is graded (Build.ptx; NVRTC, -lineinfo), so
 `__pipeline_*`, `cuda::pipeline`, cooperative groups, `cuda::ptx` and inline asm all arrive as
 the same PTX instructions, and `#ifdef JUDGE_TRACE` changes nothing. Every thread of a block
@@ -111,9 +123,12 @@ from pathlib import Path
 
 import numpy as np
 
+from judge.model import ops  # noqa: F401 - registers every instruction family with judge.model.registry
 from judge.model import ptx as _ptx
 from judge.model import replay  # noqa: F401 - model.replay.draw(report): the run as a pipeline timeline
-from judge.model.machine import Hang, Machine, Unsupported, Violation
+from judge.model import scheduler
+from judge.model.errors import Hang, Unsupported, Violation
+from judge.model.state import Machine
 
 __all__ = ["run", "Report", "Violation", "Hang", "Unsupported", "parse"]
 
@@ -132,6 +147,7 @@ def parse(build_or_ptx):
 
 @dataclass
 class Report:
+    """What a run did: counts of instructions and bytes, the timeline of events, violations found."""
     kernel: str
     counts: Counter = field(default_factory=Counter)
     timeline: list = field(default_factory=list)
@@ -181,13 +197,11 @@ def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_
                     shared_bytes=int(shared_bytes), budget=budget, strict=strict,
                     seed=seed if seed is not None else int.from_bytes(np.random.bytes(4), "little"),
                     source_name=name)
-        m.cluster_explicit = cluster != (1, 1, 1)
-        m.tma_loads = []
         try:
             for oz in range(0, grid[2], cluster[2]):
                 for oy in range(0, grid[1], cluster[1]):
                     for ox in range(0, grid[0], cluster[0]):
-                        m.run_cluster((ox, oy, oz))
+                        scheduler.run_cluster(m, (ox, oy, oz))
                         rep.steps += m.steps
         finally:
             rep.counts = m.counts

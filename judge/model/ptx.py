@@ -28,6 +28,8 @@ TYPE_BYTES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2,
 
 @dataclass
 class Operand:
+    """One operand: a register, an immediate, an [address], a {vector}, a symbol, a label or `_`."""
+
     kind: str                 # reg, imm, fimm, addr, vec, sym, sink, label
     name: str = ""            # reg / sym / label name; addr: base register or symbol ("" = absolute)
     value: int = 0            # imm value; fimm bits; addr offset
@@ -38,6 +40,8 @@ class Operand:
 
 @dataclass
 class Instr:
+    """One PTX instruction with its guard, its operands and where it came from."""
+
     op: str                   # full opcode with modifiers, e.g. "cp.async.cg.shared.global"
     parts: list               # op split on '.' (modifiers like shared::cta stay whole)
     args: list                # Operands
@@ -47,11 +51,14 @@ class Instr:
     text: str
 
     def has(self, *mods) -> bool:
+        """Does the opcode carry every one of these modifiers?"""
         return all(m in self.parts for m in mods)
 
 
 @dataclass
 class Var:
+    """A variable declared in a state space (.shared, .global, .const, .local)."""
+
     space: str
     name: str
     size: int
@@ -62,6 +69,8 @@ class Var:
 
 @dataclass
 class Kernel:
+    """One .entry: its code, labels, parameters, registers and shared/local variables."""
+
     name: str
     params: list              # [(name, size, align)]
     code: list
@@ -74,6 +83,8 @@ class Kernel:
 
 @dataclass
 class Module:
+    """A parsed PTX module: its kernels by name, module variables and .file names."""
+
     kernels: dict
     vars: list                # module-level Vars
     files: dict               # file number -> path
@@ -198,6 +209,7 @@ def _parse_var(text: str) -> Var | None:
 
 
 def parse(text: str) -> Module:
+    """Read PTX text into a Module (the model's one PTX reader)."""
     files = {int(a): b for a, b in _FILE.findall(text)}
     lines = text.splitlines()
     kernels, mvars = {}, []

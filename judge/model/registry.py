@@ -7,12 +7,14 @@ and a more specific one can take a single form ("cp.async.bulk.tensor"):
     from judge.model.registry import op
 
     @op("cp.async.wait_group", "cp.async.wait_all")
-    def wait_group(m, ins):            # m: the Machine, ins: the parsed instruction (judge.model.ptx)
-        def run(ins, mask, full):      # mask: the threads that execute it; full: all of them do
+    def wait_group(m, ins):            # m: the Machine (judge.model.state), ins: judge.model.ptx.Instr
+        def wait(ins, mask, full):     # mask: the threads that execute it; full: all of them do
             ...
-        return run
+        return wait
 
-A name the model does not know raises Unsupported naming it (judge.model.lookup), never a verdict.
+The factory runs once per instruction of the kernel (per cluster); what it returns runs each time
+the instruction executes. A name the model does not know raises Unsupported naming it
+(judge.model.scheduler.handler_for), never a verdict. The families live in judge/model/ops/.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""judge.model.wgmma - warpgroup MMA (wgmma.mma_async with shared-memory descriptors) in the model.
+"""judge.model.ops.wgmma - warpgroup MMA: wgmma.fence, mma_async (shared-memory descriptors), commit_group, wait_group.
 
-Handlers used by judge.model.ops. The operand addresses and the accumulator fragment come from
+Registered with judge.model.registry; tested by tests/test_model_ops_wgmma.py and tests/test_model_ch4.py. The operand addresses and the accumulator fragment come from
 judge/hw/wgmma.py (descriptor decode, operand_address, fragment_coord), the course's own model of the
 PTX ISA tables. Supported: .m64nNk16 with .f32 accumulators and .bf16 / .f16 operands, both from
 shared memory (descriptors), K-major (imm-trans 0), scale-a/b +-1, scale-d immediate or predicate.
@@ -19,8 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from judge.hw import wgmma as _wg
-from judge.model import machine as M
-from judge.model.machine import Unsupported
+from judge.model import checks
+from judge.model.errors import Unsupported
+from judge.model.registry import op
 
 
 def _warpgroups(m, ins, mask):
@@ -46,30 +47,41 @@ def _elem(parts):
     return None
 
 
-def handler(m, ins):
-    p = ins.parts
-    kind = p[1]
-    if kind == "fence":
-        def fence(ins, mask, full):
-            m.wg_fence[mask] = m.gtime
-        return fence
-    if kind == "commit_group":
-        def commit(ins, mask, full):
-            m.wg_ncommit[mask] += 1
-        return commit
-    if kind == "wait_group":
-        nop = ins.args[0]
+@op("wgmma.fence")
+def fence(m, ins):
+    """wgmma.fence.sync.aligned: register accesses before it are ordered before the next mma_async."""
+    def fence_registers(ins, mask, full):
+        m.wg_fence[mask] = m.gtime
+    return fence_registers
 
-        def wait(ins, mask, full):
-            n = int(m.rd(nop, "u32", ins))
-            for op in list(m.wg_ops):
-                t0 = op["lanes"][0]
-                if mask[t0] and op["group"] < m.wg_ncommit[t0] - n:
-                    complete(m, op, ins)
-            m.counts["wgmma.wait_group"] += int(np.count_nonzero(mask))
-        return wait
-    if kind != "mma_async":
-        raise Unsupported(ins.op)
+
+@op("wgmma.commit_group")
+def commit_group(m, ins):
+    """wgmma.commit_group.sync.aligned: the warpgroup's uncommitted mma_async form its next group."""
+    def commit(ins, mask, full):
+        m.wg_ncommit[mask] += 1
+    return commit
+
+
+@op("wgmma.wait_group")
+def wait_group(m, ins):
+    """wgmma.wait_group.sync.aligned N: all but the N most recent groups completed (accumulators written)."""
+    nop = ins.args[0]
+
+    def wait(ins, mask, full):
+        n = int(m.rd(nop, "u32", ins))
+        for op_ in list(m.wg_ops):
+            t0 = op_["lanes"][0]
+            if mask[t0] and op_["group"] < m.wg_ncommit[t0] - n:
+                complete(m, op_, ins)
+        m.counts["wgmma.wait_group"] += int(np.count_nonzero(mask))
+    return wait
+
+
+@op("wgmma.mma_async")
+def mma_async(m, ins):
+    """wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}: D = A B^T (+ D), operands by descriptor."""
+    p = ins.parts
     shape = next((x for x in p if x.startswith("m64n")), None)
     el = _elem(p)
     if shape is None or not shape.endswith("k16") or el is None or "f32" not in p or "sp" in p:
@@ -97,14 +109,13 @@ def handler(m, ins):
         addr = np.asarray(_wg.operand_address(desc, R, ks), np.int64)           # byte address of [row][k]
         if (addr + 2 > m.smem_size - 16).any():
             m.fail("shared-bounds", ins, f"wgmma operand {what} (descriptor {desc:#018x}) reaches past shared memory")
-            raise M.Violation("shared-bounds", m.where(ins), "wgmma operand out of shared memory")
+            raise checks.abort(m, "shared-bounds", ins, "wgmma operand out of shared memory")
         words = np.unique(addr // 4)
-        from judge.model.tma import _check_store_source
-        _check_store_source(m, ins, int(lanes[0]), c, words, f"wgmma operand {what} read (async proxy)")
+        checks.check_store_source(m, ins, int(lanes[0]), c, words, f"wgmma operand {what} read (async proxy)")
         raw = m.sm[c, addr[..., None] + np.arange(2)].copy()
         return raw.view(el)[..., 0].astype(np.float64), words
 
-    def run(ins, mask, full):
+    def multiply_accumulate(ins, mask, full):
         for lanes in _warpgroups(m, ins, mask):
             t0 = int(lanes[0])
             c = int(m.cta[t0])
@@ -121,7 +132,7 @@ def handler(m, ins):
                     raise Unsupported(ins.op, "descriptor base offset other than 0")
             except ValueError as e:
                 m.fail("wgmma-descriptor", ins, f"a malformed wgmma descriptor: {e}")
-                raise M.Violation("wgmma-descriptor", m.where(ins), str(e)) from None
+                raise checks.abort(m, "wgmma-descriptor", ins, str(e)) from None
             A, wa = operand(dA, rows, lanes, c, "A")
             B, wb = operand(dB, nrows, lanes, c, "B")
             prod = (sa * A) @ (sb * B).T                                       # (64, n)
@@ -131,7 +142,7 @@ def handler(m, ins):
             else:
                 accumulate = bool(np.broadcast_to(m.rd(sd, "pred", ins), (m.n,))[t0])
             # the accumulator this op starts from: the registers, or a still-pending op on them
-            prev = next((op for op in reversed(m.wg_ops) if op["names"] == names and op["lanes"][0] == t0), None)
+            prev = next((w for w in reversed(m.wg_ops) if w["names"] == names and w["lanes"][0] == t0), None)
             if accumulate:
                 if prev is not None:
                     cur = prev["result"].copy()
@@ -152,9 +163,9 @@ def handler(m, ins):
             res = C[frag[:, :, 0], frag[:, :, 1]].astype(np.float32)              # (128, n/2)
             for words in (wa, wb):
                 m.bulk_reading[c, words] += 1
-            op = {"lanes": lanes, "names": names, "items": dvec.items, "result": res, "cta": c,
+            mma = {"lanes": lanes, "names": names, "items": dvec.items, "result": res, "cta": c,
                   "group": int(m.wg_ncommit[t0]), "words": (wa, wb), "pc": m.cur_pc}
-            m.wg_ops.append(op)
+            m.wg_ops.append(mma)
             m.acc_names.update(names)
             for nm in names:
                 pm = m.acc_pending.setdefault(nm, np.zeros(m.n, bool))
@@ -162,12 +173,13 @@ def handler(m, ins):
             m.counts["wgmma"] += 1
             m.counts["wgmma.flops"] += 2 * 64 * n * 16
             m.event("wgmma", thread=t0, n=n)
-    return run
+    return multiply_accumulate
 
 
-def complete(m, op, ins):
-    lanes = op["lanes"]
-    for nm in op["names"]:
+def complete(m, mma, ins):
+    """The wgmma `mma` completes: its accumulators are written and its operand reads end."""
+    lanes = mma["lanes"]
+    for nm in mma["names"]:
         pm = m.acc_pending.get(nm)
         if pm is not None:
             pm[lanes] = False
@@ -175,17 +187,17 @@ def complete(m, op, ins):
                 del m.acc_pending[nm]
     full = np.zeros(m.n, bool)
     full[lanes] = True
-    for i, it in enumerate(op["items"]):
+    for i, it in enumerate(mma["items"]):
         v = np.zeros(m.n, np.float32)
-        v[lanes] = op["result"][:, i]
+        v[lanes] = mma["result"][:, i]
         m.wr(it, v, full, False, internal=True)
-    c = op["cta"]
-    for words in op["words"]:
+    c = mma["cta"]
+    for words in mma["words"]:
         m.bulk_reading[c, words] -= 1
         Wp = np.broadcast_to((lanes[::32] // 32)[None, :], (len(words), len(lanes[::32])))
         m.r_wt[c, words[:, None], Wp] = m.gtime
-        m.r_pc[c, words] = op["pc"]
+        m.r_pc[c, words] = mma["pc"]
     # the wait that completes a wgmma is one warpgroup-wide event (.sync.aligned): every thread of the
     # warpgroup observes that the operands were read, so any of them may hand the buffers back
-    m.join(full, full)
-    m.wg_ops.remove(op)
+    checks.join(m, full, full)
+    m.wg_ops.remove(mma)

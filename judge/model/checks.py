@@ -1,0 +1,381 @@
+"""judge.model.checks - the race and ordering rules of the CPU model, each tied to its PTX ISA section.
+
+    from judge.model import checks
+    checks.RULES["cp.async-wait"]          # Rule(section=..., rule=...): what the PTX ISA states
+    checks.fail(m, "cp.async-wait", ins, "what happened and what to fix")   # -> Violation
+
+Used by the instruction families (judge/model/ops/) and the scheduler; read judge/model/__init__.py
+for the rules in prose. Every Violation the model raises names a rule of RULES; its message ends
+with the PTX ISA section that states the rule.
+
+Happens-before is tracked with vector clocks: m.VC[b, a] >= t means thread b has synchronized with
+what thread a did up to time t (through bar.sync / barrier.sync, a cluster barrier, or an mbarrier
+arrive -> wait). Extra columns stand for the asynchronous agents: one per mbarrier (the TMA bytes it
+completes). Each word of shared memory has a state (below), its last writer and the time of that
+write, and the last time each warp read it: the checks compare these with the reader's clock.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from judge.model.errors import Violation
+
+POISON32 = 0x7FC0DEAD                    # a quiet NaN: what a read of unlanded bytes returns
+
+# the state of a shared-memory word, as the checks see it
+PLAIN, CPA_PENDING, CPA_LANDED, TMA_LANDED, GENERIC, TMA_PENDING, FENCED = range(7)
+# PLAIN        known to every thread of the block (a full barrier passed since it was written)
+# CPA_PENDING  a cp.async into it has not landed (no covering wait yet): reads are poison
+# CPA_LANDED   landed at its issuer's wait; other threads need a barrier after that wait
+# TMA_PENDING  a TMA/bulk load into it waits for its mbarrier phase
+# TMA_LANDED   the phase completed; readers must have observed it
+# GENERIC      written by an ordinary store, not yet fenced for the async proxy
+# FENCED       written and fenced with fence.proxy.async by its writer
+
+
+class Rule(NamedTuple):
+    """One rule the model enforces: its PTX ISA section and the rule in one line."""
+    section: str      # the PTX ISA section that states the rule
+    rule: str         # the rule in one line
+
+
+_MCM = "Memory Consistency Model"
+RULES: dict[str, Rule] = {
+    "alignment": Rule("Data Movement and Conversion Instructions: cp.async, cp.async.bulk, "
+                      "cp.async.bulk.tensor, ld/st; mbarrier (Size and alignment of mbarrier object)",
+                      "an address must be aligned to its access: cp.async to its cp-size, bulk copies and TMA "
+                      "boxes to 16 bytes, an mbarrier object to 8 bytes, a vector ld/st to its size"),
+    "async-overwrite-race": Rule(f"{_MCM}: Ordering of memory operations (causality order); cp.async, "
+                                 "cp.async.bulk.tensor",
+                                 "an asynchronous write into shared memory must be ordered after every "
+                                 "earlier read of those bytes by other threads, and after earlier copies "
+                                 "into them completed"),
+    "async-read-overwritten": Rule("cp.async.bulk.wait_group (.read); wgmma.wait_group",
+                                   "shared memory that an asynchronous operation reads may not be written "
+                                   "until the wait that covers the read"),
+    "cp.async-visibility": Rule(f"cp.async.wait_group / cp.async.wait_all; {_MCM}",
+                                "another thread's cp.async bytes are visible only through synchronization "
+                                "(a barrier) after the issuing thread's covering wait"),
+    "cp.async-wait": Rule("Data Movement and Conversion Instructions: cp.async.wait_group / cp.async.wait_all",
+                          "the writes of a cp.async become visible to the executing thread only when a "
+                          "wait_group / wait_all covering its group completes"),
+    "dsmem-after-exit": Rule("Memory Hierarchy: distributed shared memory; barrier.cluster",
+                             "a block's shared memory may be accessed by peers of its cluster only while "
+                             "the block is running: peers must be done before it exits"),
+    "dsmem-unordered": Rule(f"{_MCM}: Ordering of memory operations; barrier.cluster; mbarrier",
+                            "two accesses to a word of shared::cluster memory from different blocks, one of "
+                            "them a write, must be ordered (cluster barrier, mbarrier) unless both are atomic"),
+    "exit-before-bulk-read": Rule("cp.async.bulk.wait_group",
+                                  "a thread must wait (cp.async.bulk.wait_group.read) until its bulk/TMA "
+                                  "stores have read their shared memory before the block's shared memory "
+                                  "is released at exit"),
+    "global-bounds": Rule("State Spaces: Global State Space",
+                          "a global access must lie inside memory the kernel was given"),
+    "mapa-address": Rule("Data Movement and Conversion Instructions: mapa",
+                         "mapa maps an address of a shared variable: a generic operand must point into "
+                         "shared memory"),
+    "mbarrier-arrivals": Rule("mbarrier: Phase Completion of the mbarrier object",
+                              "a phase expects exactly the count of mbarrier.init arrivals; more arrivals "
+                              "than that are undefined"),
+    "mbarrier-uninitialized": Rule("mbarrier.init",
+                                   "an mbarrier object must be initialized with mbarrier.init before any "
+                                   "other mbarrier operation on it (and not after mbarrier.inval)"),
+    "proxy-fence": Rule(f"{_MCM}: Proxies; Parallel Synchronization and Communication Instructions: "
+                        "membar/fence (fence.proxy.async)",
+                        "generic-proxy writes to shared memory are visible to the async proxy (TMA, bulk "
+                        "copies, wgmma operands) only after the writer executes fence.proxy.async"),
+    "proxy-fence-barrier": Rule(f"{_MCM}: Proxies; membar/fence (fence.proxy.async)",
+                                "another thread's fenced generic writes are visible to an async-proxy read "
+                                "only when a barrier orders the fence before the asynchronous operation"),
+    "shared-bounds": Rule("State Spaces: Shared State Space",
+                          "a shared access must lie inside the block's static plus dynamic shared memory"),
+    "shared-window": Rule("State Spaces: Shared State Space (shared::cta and shared::cluster windows)",
+                          "a .shared::cta access needs an address of the executing block; a .shared::cluster "
+                          "address must name a block of the cluster"),
+    "tma-rank": Rule("Data Movement and Conversion Instructions: cp.async.bulk.tensor",
+                     "the tensor coordinates must have as many dimensions as the tensor map"),
+    "tma-read-before-complete": Rule("cp.async.bulk.tensor; mbarrier: Tracking asynchronous operations "
+                                     "by the mbarrier object",
+                                     "the bytes of a TMA load may be read only after the mbarrier phase "
+                                     "that tracks them completed"),
+    "tma-visibility": Rule(f"mbarrier.test_wait / mbarrier.try_wait; {_MCM}",
+                           "a thread sees a TMA load's bytes only after observing the completion of its "
+                           "mbarrier phase (or synchronizing with a thread that did)"),
+    "trap": Rule("Control Flow Instructions: trap",
+                 "trap aborts the kernel (a device-side assert that failed)"),
+    "wgmma-accumulator": Rule("Asynchronous Warpgroup Level Matrix Instructions: wgmma.mma_async, "
+                              "wgmma.wait_group",
+                              "the accumulator registers of a wgmma.mma_async may not be accessed until a "
+                              "wgmma.wait_group covers it"),
+    "wgmma-aligned": Rule("Asynchronous Warpgroup Level Matrix Instructions (.sync.aligned)",
+                          "all 128 threads of the warpgroup execute the same wgmma instruction together"),
+    "wgmma-descriptor": Rule("Asynchronous Warpgroup Level Matrix Instructions: Matrix Descriptor Format",
+                             "a shared-memory matrix descriptor must be well formed"),
+    "wgmma-fence": Rule("Asynchronous Warpgroup Level Matrix Instructions: wgmma.fence",
+                        "wgmma.fence must come before the first wgmma.mma_async and between register "
+                        "accesses to the accumulators and a wgmma.mma_async that uses them"),
+}
+
+
+def cite(rule: str) -> str:
+    """The PTX ISA citation that ends every message of this rule."""
+    r = RULES[rule]
+    return f"(PTX ISA, {r.section}: {r.rule})"
+
+
+def fail(m, rule: str, ins, message: str) -> None:
+    """Record a Violation of `rule` at instruction `ins` (raised at once when the run is strict)."""
+    if rule not in RULES:
+        raise KeyError(f"rule {rule!r} has no entry in judge.model.checks.RULES")
+    v = Violation(rule, m.where(ins), f"{message} {cite(rule)}")
+    m.violations.append(v)
+    m.event("violation", rule=rule, where=m.where(ins))
+    if m.strict:
+        raise v
+
+
+def abort(m, rule: str, ins, message: str) -> Violation:
+    """The Violation that ends a run which cannot go on (after fail() recorded the details)."""
+    if rule not in RULES:
+        raise KeyError(f"rule {rule!r} has no entry in judge.model.checks.RULES")
+    return Violation(rule, m.where(ins), f"{message} {cite(rule)}")
+
+
+# ---------------------------------------------------------------------------- vector clocks
+def join(m, members, receivers):
+    """Vector clocks: members release (their clocks, own entry = now), receivers acquire the join."""
+    ms = np.nonzero(members)[0]
+    rows = m.VC[ms].copy()
+    rows[np.arange(len(ms)), ms] = m.gtime
+    j = rows.max(axis=0)
+    rs = np.nonzero(receivers)[0]
+    np.maximum(m.VC[rs], j, out=m.VC[rs]) if False else None
+    m.VC[rs] = np.maximum(m.VC[rs], j)
+    m.VC[rs, rs] = np.maximum(m.VC[rs, rs], m.gtime)
+
+
+def know(m, readers, writers, times):
+    """Does each reader thread know the writer's events up to time (vector clocks)?"""
+    return (readers == writers) | (m.VC[readers, writers] >= times)
+
+
+# ---------------------------------------------------------------------------- shared-memory checks
+def check_smem_range(m, off, w, lanes, ins):
+    """A w-byte shared access at offsets off must lie inside the block's shared memory and be aligned."""
+    if (off < 0).any() or (off + w > m.smem_size - 16).any():
+        bad = int(np.argmax((off < 0) | (off + w > m.smem_size - 16)))
+        fail(m, "shared-bounds", ins, f"{m.tdesc(lanes[bad])} accessed shared memory at offset "
+                  f"{int(off[bad])} (+{w} bytes), beyond the {m.smem_size - 16} bytes this "
+                  f"launch has (static {m.static_smem} + dynamic)")
+        raise abort(m, "shared-bounds", ins, "shared memory out of range")
+    if (off % min(w, 16)).any():
+        bad = int(np.argmax(off % min(w, 16) != 0))
+        fail(m, "alignment", ins, f"{m.tdesc(lanes[bad])}: a {w}-byte shared access at offset "
+                  f"{int(off[bad])} is not {min(w, 16)}-byte aligned")
+
+
+def check_read(m, cta, words, thr, ins, proxy="generic"):
+    """Thread thr (per row) reads words: each must hold landed bytes visible to it. Returns the mask
+    of words it may not see (they read as poison), or None."""
+    st = m.w_state[cta[:, None], words]
+    if not ((st == CPA_PENDING) | (st == TMA_PENDING) | (st == CPA_LANDED) | (st == TMA_LANDED)).any():
+        return None
+    T = np.broadcast_to(thr[:, None], words.shape)
+    C = np.broadcast_to(cta[:, None], words.shape)
+    bad = np.zeros(words.shape, bool)         # words this read may not see: they read as poison
+    for state in (CPA_PENDING, TMA_PENDING, CPA_LANDED, TMA_LANDED):
+        hit = st == state
+        if not hit.any():
+            continue
+        if state in (CPA_PENDING, TMA_PENDING):
+            bad |= hit
+        else:
+            okw = np.ones(words.shape, bool)
+            okw[hit] = know(m, T[hit], m.w_thread[C[hit], words[hit]], m.w_time[C[hit], words[hit]])
+            bad |= ~okw
+        i, j = np.argwhere(hit)[0] if state in (CPA_PENDING, TMA_PENDING) else (None, None)
+        if state == CPA_PENDING:
+            _report_pending_read(m, ins, int(T[i, j]), int(C[i, j]), int(words[i, j]))
+            continue
+        if state == TMA_PENDING:
+            c, w = int(C[i, j]), int(words[i, j])
+            mb = m.mbar_by_col.get(int(m.w_thread[c, w]))
+            fail(m, "tma-read-before-complete", ins,
+                      f"{m.tdesc(T[i, j])} read shared [0x{4 * w:x}] before the mbarrier phase "
+                      f"that completes the TMA load writing it"
+                      + (f" (mbarrier at shared 0x{mb.off:x}, now in phase {mb.phase})" if mb else "")
+                      + ": wait on the mbarrier (try_wait.parity) before reading the tile")
+            continue
+        wt = m.w_thread[C[hit], words[hit]]
+        tt = m.w_time[C[hit], words[hit]]
+        ok = know(m, T[hit], wt, tt)
+        if ok.all():
+            continue
+        k = int(np.argmin(ok))
+        r, c, w = int(T[hit][k]), int(C[hit][k]), int(words[hit][k])
+        if state == CPA_LANDED:
+            fail(m, "cp.async-visibility", ins,
+                      f"{m.tdesc(r)} read shared [0x{4 * w:x}] at {m.where(ins)}, written by "
+                      f"{m.tdesc(wt[k])}'s cp.async (group {int(m.w_group[c, w])}), which that "
+                      f"thread's wait_group completed at {m.where(m.k.code[int(m.w_pc[c, w])])}"
+                      f" - but no barrier between that wait and this read: cp.async.wait_group "
+                      f"covers only the calling thread's own copies; add __syncthreads() after it")
+        else:
+            mb = m.mbar_by_col.get(int(wt[k]))
+            fail(m, "tma-visibility", ins,
+                      f"{m.tdesc(r)} read shared [0x{4 * w:x}], written by a TMA load that completed "
+                      f"phase {int(m.w_group[c, w])} of the mbarrier at shared "
+                      f"0x{mb.off if mb else 0:x}, without having waited on that phase (nor "
+                      f"synchronized with a thread that did)")
+    return bad
+
+
+def _report_pending_read(m, ins, t, c, w):
+    issuer = int(m.w_thread[c, w])
+    g = int(m.w_group[c, w])
+    where_issue = m.where(m.k.code[int(m.w_pc[c, w])])
+    if issuer == t:
+        if m.last_wait_n[t] < 0:
+            why = "this thread has executed no cp.async.wait_group yet"
+        else:
+            why = (f"its last cp.async.wait_group {int(m.last_wait_n[t])} covered groups "
+                   f"<= {int(m.cover[t])} only (groups are numbered from 0 in commit order)")
+        if g >= m.ncommit[t]:
+            why += "; the group is not even committed yet"
+        fail(m, "cp.async-wait", ins,
+                  f"{m.tdesc(t)} read shared [0x{4 * w:x}] at {m.where(ins)} before the cp.async "
+                  f"group that writes it completed: the copy was issued at {where_issue} into group "
+                  f"{g}, and {why}")
+    else:
+        fail(m, "cp.async-wait", ins,
+                  f"{m.tdesc(t)} read shared [0x{4 * w:x}] at {m.where(ins)} while "
+                  f"{m.tdesc(issuer)}'s cp.async (group {g}, issued at {where_issue}) into it may "
+                  f"still be in flight: that thread has not waited for the group "
+                  f"(cp.async.wait_group in the issuing thread, then a barrier; or cp.async.mbarrier.arrive "
+                  f"and a wait on that mbarrier)")
+
+
+def note_read(m, cta, words, thr, pc):
+    """Remember that the warps of threads thr read these words now (for check_overwrite)."""
+    C = np.broadcast_to(cta[:, None], words.shape)
+    Wp = np.broadcast_to((thr // 32)[:, None], words.shape)
+    m.r_wt[C, words, Wp] = m.gtime
+    m.r_pc[C, words] = pc
+
+
+def check_overwrite(m, cta, words, thr, ins, what):
+    """An asynchronous write into words: no other thread may still be reading them. The writer
+    must be ordered after each warp's last read (knowing one lane of that warp up to the read:
+    lenient where a warp hands a buffer back through one lane without __syncwarp)."""
+    rt = m.r_wt[cta[:, None], words]                      # (lanes, words, warps)
+    if rt.any():
+        for i in range(len(thr)):
+            t = int(thr[i])
+            row = m.VC[t, :m.n].copy()
+            row[t] = m.gtime
+            pad = (-len(row)) % 32
+            know = np.concatenate([row, np.full(pad, -1)]).reshape(-1, 32).max(axis=1)
+            bad = rt[i] > know[None, :]
+            if bad.any():
+                j, w = np.argwhere(bad)[0]
+                c, word = int(cta[i]), int(words[i, j])
+                fail(m, "async-overwrite-race", ins,
+                          f"{m.tdesc(t)}'s {what} at {m.where(ins)} overwrites shared "
+                          f"[0x{4 * word:x}], which warp {w % (m.nthr_cta // 32 or 1)}"
+                          f"{' of block rank ' + str(w * 32 // m.nthr_cta) if m.ncta > 1 else ''} "
+                          f"read at {m.where(m.k.code[int(m.r_pc[c, word])])} with no barrier "
+                          f"in between: that warp may still be reading the old data. A barrier (or an "
+                          f"mbarrier arrive -> wait) must separate the last read of a buffer from the "
+                          f"copy that refills it")
+                break
+    st = m.w_state[cta[:, None], words]
+    if (st == CPA_PENDING).any() or (st == TMA_PENDING).any():
+        i, j = np.argwhere((st == CPA_PENDING) | (st == TMA_PENDING))[0]
+        fail(m, "async-overwrite-race", ins,
+                  f"{m.tdesc(thr[i])}'s {what} writes shared [0x{4 * int(words[i, j]):x}] while an "
+                  f"earlier asynchronous copy into it is still in flight")
+    if (m.bulk_reading[cta[:, None], words] > 0).any():
+        i, j = np.argwhere(m.bulk_reading[cta[:, None], words] > 0)[0]
+        fail(m, "async-read-overwritten", ins,
+                  f"{m.tdesc(thr[i])}'s {what} at {m.where(ins)} overwrites shared "
+                  f"[0x{4 * int(words[i, j]):x}] while an asynchronous read of it may still run (a TMA/bulk "
+                  f"store before its cp.async.bulk.wait_group.read, or a wgmma before the "
+                  f"wgmma.wait_group that covers it)")
+
+
+def check_cross(m, cta, words, thr, ins, atomic):
+    """DSMEM ordering: an access and the last write of a word, made by threads of different blocks
+    of the cluster, must be ordered (cluster barrier, mbarrier) unless both are atomics."""
+    wt = m.w_thread[cta[:, None], words]
+    T = np.broadcast_to(thr[:, None], words.shape)
+    real = (wt >= 0) & (wt < m.n)
+    cross = real & ((np.where(real, wt, 0) // m.nthr_cta) != (T // m.nthr_cta))
+    if atomic:
+        cross &= ~m.w_atomic[cta[:, None], words]
+    if not cross.any():
+        return
+    C = np.broadcast_to(cta[:, None], words.shape)
+    ok = know(m, T[cross], wt[cross], m.w_time[C[cross], words[cross]])
+    if ok.all():
+        return
+    k = int(np.argmin(ok))
+    t, w, c, wd = int(T[cross][k]), int(wt[cross][k]), int(C[cross][k]), int(words[cross][k])
+    fail(m, "dsmem-unordered", ins,
+              f"{m.tdesc(t)} accesses shared [0x{4 * wd:x}] of block rank {c} at {m.where(ins)}, "
+              f"which {m.tdesc(w)} wrote with no cluster barrier (or mbarrier) ordering the two: "
+              f"the access may see the value before that write, or be overwritten by it. Put a "
+              f"cluster.sync() between them")
+
+
+def early_accumulator_access(m, name, ins, what):
+    """A register access to accumulator `name` while a wgmma writing it may still run."""
+    ins = ins or m.k.code[m.cur_pc]
+    t = int(np.nonzero(m.acc_pending[name] & m.cur_mask)[0][0])
+    op = next((o for o in m.wg_ops if name in o["names"] and t in set(o["lanes"].tolist())), None)
+    fail(m, "wgmma-accumulator", ins,
+              f"{m.tdesc(t)} {what}s accumulator register {name} at {m.where(ins)} while the "
+              f"wgmma.mma_async writing it"
+              + (f" (issued at {m.where(m.k.code[op['pc']])})" if op else "")
+              + " may still be running: wgmma.commit_group, then wgmma.wait_group must cover it first")
+
+
+
+
+def check_store_source(m, ins, t, cta, words, what):
+    """An async-proxy read (TMA/bulk store, wgmma operand) of shared words by thread t: the bytes must have
+    landed, be fenced for the async proxy, and be known to t (a barrier after the fence or the landing)."""
+    st = m.w_state[cta, words]
+    bad = (st == CPA_PENDING) | (st == TMA_PENDING)
+    if bad.any():
+        w = int(words[np.argmax(bad)])
+        fail(m, "async-overwrite-race", ins, f"{m.tdesc(t)}'s {what} reads shared [0x{4 * w:x}] while an "
+               f"asynchronous copy into it is still in flight")
+    gen = st == GENERIC
+    if gen.any():
+        w = int(words[np.argmax(gen)])
+        fail(m, "proxy-fence", ins,
+               f"{m.tdesc(t)}'s {what} at {m.where(ins)} reads shared [0x{4 * w:x}], which "
+               f"{m.tdesc(m.w_thread[cta, w])} wrote with an ordinary store and has not fenced since: "
+               f"generic-proxy writes are invisible to the async proxy (TMA) until the writing thread "
+               f"executes fence.proxy.async.shared::cta and a barrier orders that fence before the store. "
+               f"The store may read the old bytes")
+        return
+    for s, rule in ((FENCED, "proxy-fence-barrier"), (CPA_LANDED, "cp.async-visibility"),
+                    (TMA_LANDED, "tma-visibility")):
+        hit = st == s
+        if not hit.any():
+            continue
+        wt = m.w_thread[cta, words[hit]]
+        ok = know(m, np.full(len(wt), t), wt, m.w_time[cta, words[hit]])
+        if not ok.all():
+            w = int(words[hit][np.argmin(ok)])
+            if s == FENCED:
+                msg = (f"{m.tdesc(t)}'s {what} at {m.where(ins)} reads shared [0x{4 * w:x}], which "
+                       f"{m.tdesc(m.w_thread[cta, w])} wrote and fenced, but no barrier orders that fence "
+                       f"before the store: add __syncthreads() between the fences and the store")
+            else:
+                msg = (f"{m.tdesc(t)}'s {what} reads shared [0x{4 * w:x}] written asynchronously without "
+                       f"having synchronized with its completion")
+            fail(m, rule, ins, msg)

@@ -1,0 +1,25 @@
+"""judge.model.ops - the PTX instructions of the CPU model, one module per instruction family.
+
+Importing this package registers every family with judge.model.registry (longest dotted prefix
+wins). Each family uses the machine's state (judge.model.state), the checks (judge.model.checks),
+the completions (judge.model.completion) and the scheduler (judge.model.scheduler), never another
+family. To add an instruction: write `@op("name") def factory(m, ins) -> run(ins, mask, full)` in
+its family (or a new module listed here) and a test in tests/test_model_ops_<family>.py.
+
+    alu        add ... fma, setp, selp, mov, bfe, lop3, prmt, shf
+    convert    cvt, cvta
+    memory     ld, ldu, st, atom, red
+    control    bra, exit, ret, trap, and hints with no observable effect
+    barriers   bar / barrier (block), bar.warp.sync, barrier.cluster, fence
+    warp       shfl.sync, vote, activemask, elect.sync
+    cluster    mapa, getctarank
+    cp_async   cp.async, commit_group, wait_group / wait_all, cp.async.mbarrier.arrive
+    mbarrier   mbarrier.init / inval / arrive / arrive_drop / expect_tx / complete_tx / try_wait / test_wait
+    bulk       cp.async.bulk(.tensor), cp.reduce.async.bulk.tensor, bulk commit/wait groups
+    wgmma      wgmma.fence / mma_async / commit_group / wait_group
+"""
+from judge.model.ops import (alu, barriers, bulk, cluster, control, convert, cp_async, mbarrier,  # noqa: F401
+                             memory, warp, wgmma)
+
+FAMILIES = ("alu", "convert", "memory", "control", "barriers", "warp", "cluster", "cp_async", "mbarrier",
+            "bulk", "wgmma")

@@ -1,0 +1,121 @@
+"""judge.model.ops.barriers - bar/barrier (block), bar.warp.sync, barrier.cluster, fence.
+
+Registered with judge.model.registry; tested by tests/test_model_ops_barriers.py. A barrier joins
+the vector clocks of the threads that arrive and hands the join to those that wait (PTX memory
+model: what happened before the arrival happens before what follows the wait); the release itself
+is the scheduler's (judge.model.scheduler.release_barrier).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from judge.model import scheduler
+from judge.model.checks import FENCED, GENERIC
+from judge.model.errors import Unsupported
+from judge.model.ops.common import no_effect
+from judge.model.registry import op
+
+
+@op("bar", "barrier")
+def block_barrier(m, ins):
+    """bar.sync / bar / barrier.sync(.aligned) / bar.arrive / barrier.arrive: a block barrier with an id and an optional thread count (bar.red is Unsupported)."""
+    p = ins.parts
+    if "red" in p:
+        raise Unsupported(ins.op, "barrier reductions")
+    arrive = "arrive" in p
+    if not arrive and "sync" not in p and not (p[0] == "bar" and len(p) == 1):
+        raise Unsupported(ins.op)
+    id_op = ins.args[0] if ins.args else None
+    cnt_op = ins.args[1] if len(ins.args) > 1 else None
+
+    def barrier_sync(ins, mask, full):
+        ids = np.broadcast_to(np.asarray(m.rd(id_op, "u32", ins)) if id_op else np.uint32(0), (m.n,))
+        cnts = np.broadcast_to(np.asarray(m.rd(cnt_op, "u32", ins)), (m.n,)) if cnt_op else None
+        lanes = np.nonzero(mask)[0]
+        m.counts["bar.sync" if not arrive else "bar.arrive"] += len(lanes)
+        keys = {}
+        for t in lanes:
+            keys.setdefault((int(m.cta[t]), int(ids[t])), []).append(t)
+        for key, ts in keys.items():
+            ts = np.array(ts)
+            b = m.bars.get(key)
+            if b is None:
+                b = m.bars[key] = {"mask": np.zeros(m.n, bool), "waiters": np.zeros(m.n, bool),
+                                   "expected": None, "pc": m.cur_pc}
+            if cnts is not None:
+                b["expected"] = int(cnts[ts[0]])
+            b["mask"][ts] = True
+            m.VC[ts, ts] = m.gtime
+            if not arrive:
+                b["waiters"][ts] = True
+                m.blocked[ts] = True
+                for t in ts:
+                    m.block_why[int(t)] = ("bar", key)
+            scheduler.release_barrier(m, key, ins)
+    return barrier_sync
+
+
+@op("bar.warp", "barrier.warp")
+def warp_barrier(m, ins):
+    """bar.warp.sync membermask: the warp's lanes in the mask meet."""
+    mop = ins.args[0]
+
+    def warp_sync(ins, mask, full):
+        mm = np.broadcast_to(np.asarray(m.rd(mop, "b32", ins)).astype(np.uint64), (m.n,))
+        lanes = np.nonzero(mask)[0]
+        for t in lanes:
+            key = ("warp", int(m.cta[t]), int(m.lt[t]) // 32)
+            b = m.bars.get(key)
+            if b is None:
+                b = m.bars[key] = {"mask": np.zeros(m.n, bool), "waiters": np.zeros(m.n, bool),
+                                   "expected": bin(int(mm[t]) & 0xFFFFFFFF).count("1"), "pc": m.cur_pc}
+            b["mask"][t] = True
+            b["waiters"][t] = True
+            m.blocked[t] = True
+            m.block_why[int(t)] = ("bar", key)
+            m.VC[t, t] = m.gtime
+        for key in {("warp", int(m.cta[t]), int(m.lt[t]) // 32) for t in lanes}:
+            scheduler.release_barrier(m, key, ins)
+    return warp_sync
+
+
+@op("barrier.cluster")
+def cluster_barrier(m, ins):
+    """barrier.cluster.arrive / wait: every thread of the cluster arrives before any wait returns."""
+    arrive = "arrive" in ins.parts
+
+    def cluster_arrive_or_wait(ins, mask, full):
+        lanes = np.nonzero(mask)[0]
+        if arrive:
+            for t in lanes:
+                k = int(m.cl_count[t])
+                acc = m.cl_acc.setdefault(k, np.zeros(m.VC.shape[1], np.int64))
+                row = m.VC[t].copy()
+                row[t] = m.gtime
+                np.maximum(acc, row, out=acc)
+                m.cl_count[t] += 1
+            m.counts["barrier.cluster.arrive"] += len(lanes)
+        else:
+            m.blocked[lanes] = True
+            for t in lanes:
+                m.block_why[int(t)] = ("cluster", int(m.cl_count[t]) - 1)
+            m.counts["barrier.cluster.wait"] += len(lanes)
+        scheduler.release_cluster_barrier(m, ins)
+    return cluster_arrive_or_wait
+
+
+@op("fence")
+def fence(m, ins):
+    """fence.proxy.async marks the thread's generic shared writes as fenced for the async proxy; other fences have no effect the model needs."""
+    if "proxy" in ins.parts and "async" in ins.parts:
+        def proxy_fence(ins, mask, full):
+            lanes = np.nonzero(mask)[0]
+            sel_thr = np.zeros(m.n + 1, bool)
+            sel_thr[lanes] = True
+            wt = m.w_thread
+            hit = (m.w_state == GENERIC) & sel_thr[np.where(wt < 0, m.n, np.minimum(wt, m.n))]
+            m.w_state[hit] = FENCED
+            m.w_time[hit] = m.gtime
+            m.counts["fence.proxy.async"] += len(lanes)
+        return proxy_fence
+    return no_effect(m, ins)

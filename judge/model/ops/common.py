@@ -1,0 +1,59 @@
+"""judge.model.ops.common - small helpers the instruction families share (numbers, vector widths, hints).
+
+Not an instruction family: it registers nothing. Families import it, the state (judge.model.state)
+and the checks (judge.model.checks), never each other.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from judge.model.errors import Unsupported
+from judge.model.state import DT, types
+
+__all__ = ["as_f64", "round_to", "saturate", "wrap_int", "vector_count", "no_effect", "types"]
+
+
+def as_f64(x):
+    """The operand's values as float64 (exact for every PTX float type the model reads)."""
+    return np.asarray(x, np.float64)
+
+
+def round_to(v, ty):
+    """Round float64 values to the PTX float type ty, once (round to nearest even)."""
+    if ty == "f32":
+        return np.asarray(v, np.float64).astype(np.float32)
+    if ty == "f64":
+        return np.asarray(v, np.float64)
+    if ty == "f16":
+        return np.asarray(v, np.float64).astype(np.float16)
+    raise Unsupported(f"arithmetic on .{ty}")
+
+
+def saturate(v, ins):
+    """.sat on a float result: clamp to [0, 1]."""
+    return np.clip(v, 0.0, 1.0) if "sat" in ins.parts else v
+
+
+def wrap_int(v, ty):
+    """Integer values wrapped to the width and signedness of PTX type ty (two's complement)."""
+    dt = np.dtype(DT[ty])
+    v = np.asarray(v)
+    if v.dtype.kind == "i":
+        return v.astype(np.int64).astype(dt) if dt.kind == "i" else v.astype(np.int64).astype(np.uint64).astype(dt)
+    return v.astype(np.uint64).astype(dt) if dt.kind == "u" else v.astype(np.uint64).astype(np.int64).astype(dt)
+
+
+def vector_count(parts):
+    """The vector width of .v2/.v4/.v8 (1 for a scalar access)."""
+    for q in parts:
+        if q in ("v2", "v4", "v8"):
+            return int(q[1])
+    return 1
+
+
+def no_effect(m, ins):
+    """The run function of an instruction with no effect the model can observe (hints, fences
+    the model does not need)."""
+    def nothing(ins, mask, full):
+        pass
+    return nothing

@@ -1,0 +1,106 @@
+"""judge.model.ops.convert - cvt (number formats) and cvta (address windows).
+
+Registered with judge.model.registry; tested by tests/test_model_ops_alu.py. Conversions to a
+narrower float round to nearest even unless the instruction names another mode; float -> integer
+conversions saturate and map NaN to 0 (PTX: cvt to an integer type is saturating for floats).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from judge.model.errors import Unsupported
+from judge.model.ops.common import as_f64, saturate, types, wrap_int
+from judge.model.registry import op
+from judge.model.state import DT, SHARED_BASE
+
+
+@op("cvt")
+def cvt(m, ins):
+    """cvt between integer and float types (rounding modifiers .rn/.rz/.rm/.rp and .rni/... for integers), and the packing forms cvt.rn.f16x2/bf16x2.f32."""
+    tys = types(ins.parts)
+    if len(tys) < 2:
+        raise Unsupported(ins.op)
+    dt, st = tys[0], tys[1]
+    rnd = next((r for r in ("rni", "rzi", "rmi", "rpi", "rn", "rz", "rm", "rp", "rna", "rs") if r in ins.parts), None)
+    d = ins.args[0]
+    if dt in ("f16x2", "bf16x2"):
+        a, b = ins.args[1:3]
+
+        def pack(ins, mask, full):
+            def h(v):
+                v = as_f64(m.rd(v, st, ins))
+                if dt == "f16x2":
+                    return v.astype(np.float16).view(np.uint16)
+                import ml_dtypes
+                return v.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+            hi, lo = np.broadcast_to(h(a), (m.n,)), np.broadcast_to(h(b), (m.n,))
+            m.wr(d, (hi.astype(np.uint32) << np.uint32(16)) | lo.astype(np.uint32), mask, full)
+        return pack
+    a = ins.args[1]
+    fl = {"f16", "bf16", "f32", "f64"}
+
+    def to_float(x, t):
+        if t == "bf16":
+            import ml_dtypes
+            return np.asarray(x).view(ml_dtypes.bfloat16).astype(np.float64)
+        return as_f64(x)
+
+    def convert(ins, mask, full):
+        x = m.rd(a, st, ins)
+        if st in fl and dt in fl:
+            v = to_float(x, st)
+            if rnd in ("rni", "rzi", "rmi", "rpi"):
+                v = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}[rnd](v)
+            if dt == "bf16":
+                import ml_dtypes
+                r = v.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+            else:
+                r = v.astype(DT[dt])
+            r = saturate(r, ins) if dt != "bf16" else r
+        elif st in fl:
+            v = to_float(x, st)
+            v = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil, None: np.trunc}[rnd](v)
+            info = np.iinfo(DT[dt])
+            v = np.where(np.isnan(v), 0, np.clip(v, info.min, info.max))
+            r = v.astype(np.float64).astype(DT[dt]) if np.dtype(DT[dt]).itemsize < 8 else np.array(
+                [int(q) for q in np.broadcast_to(v, (m.n,))], dtype=object).astype(DT[dt])
+        elif dt in fl:
+            v = np.asarray(x).astype(np.float64)
+            if dt == "bf16":
+                import ml_dtypes
+                r = v.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+            else:
+                r = v.astype(DT[dt])
+        else:
+            if "sat" in ins.parts:
+                info = np.iinfo(DT[dt])
+                v = np.asarray(x).astype(np.int64) if st.startswith("s") or np.dtype(DT[st]).itemsize < 8 else np.asarray(x)
+                r = np.clip(v, info.min, info.max).astype(DT[dt])
+            else:
+                r = wrap_int(np.asarray(x).astype(np.int64) if st[0] == "s" else np.asarray(x).astype(np.uint64), dt)
+        m.wr(d, r, mask, full)
+    return convert
+
+
+@op("cvta")
+def cvta(m, ins):
+    """cvta / cvta.to: between a shared (or global, ...) window address and a generic address."""
+    d, a = ins.args[:2]
+    to = "to" in ins.parts
+    space = next((s for s in ("shared", "global", "local", "param", "const") if s in ins.parts), None)
+    ty = types(ins.parts)[-1]
+    if space is None:
+        raise Unsupported(ins.op)
+    base = SHARED_BASE if space == "shared" else 0
+
+    def convert_address(ins, mask, full):
+        x = np.asarray(m.rd(a, "u64" if ty == "u64" else "u32", ins)).astype(np.uint64)
+        if space == "shared":
+            if to:
+                r = np.where(x >= np.uint64(SHARED_BASE), x - np.uint64(base), x)
+            else:
+                r = x + np.uint64(base)
+        else:
+            r = x
+        m.wr(d, r.astype(DT[ty]), mask, full)
+    return convert_address

@@ -1,0 +1,180 @@
+"""judge.model.ops.memory - ld, ldu, st, atom, red: global, shared (::cta and ::cluster), param, local, const.
+
+Registered with judge.model.registry; tested by tests/test_model_ops_memory.py. A shared-memory read
+is checked against the word's state (judge.model.checks.check_read: unlanded or invisible bytes read
+as poison and are a Violation); a store into bytes an asynchronous copy still writes or reads is
+checked by check_overwrite; accesses across blocks of a cluster by check_cross.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from judge.model import checks
+from judge.model.checks import CPA_PENDING, GENERIC, POISON32, TMA_PENDING
+from judge.model.errors import Unsupported
+from judge.model.ops.common import types, vector_count
+from judge.model.registry import op
+from judge.model.state import DT, LOCAL_BASE, PARAM_BASE, STORE
+
+
+@op("ld", "ldu", "st")
+def load_store(m, ins):
+    """ld / ldu / st in every state space (generic addresses resolved per access); shared accesses go through the race checks."""
+    is_ld = ins.parts[0] in ("ld", "ldu")
+    ty = types(ins.parts)[-1]
+    if "b128" in ins.parts:
+        raise Unsupported(ins.op, "128-bit scalar loads")
+    vn = vector_count(ins.parts)
+    esz = np.dtype(DT[ty]).itemsize if ty != "pred" else 1
+    w = esz * vn
+    space = m.space_of(ins)
+    if is_ld:
+        dst, src = ins.args[0], ins.args[1]
+    else:
+        src, val = ins.args[0], ins.args[1]
+
+    def access(ins, mask, full):
+        lanes = np.nonzero(mask)[0]
+        a = m.addr(src if is_ld else src, ins)
+        sp = space
+        if sp == "generic":
+            sp, a = m.resolve_generic(a, lanes, ins)
+        if not is_ld:
+            vals = [np.broadcast_to(np.asarray(m.rd(it, ty, ins)).astype(DT[ty]), (m.n,))
+                    for it in (val.items if val.kind == "vec" else [val])]
+            data = np.ascontiguousarray(np.stack([v[lanes] for v in vals], axis=1)).view(np.uint8).reshape(len(lanes), w)
+        if sp in ("shared", "shared::cluster"):
+            cta, off = m.smem_split(a, lanes, ins, cluster_ok=True)
+            checks.check_smem_range(m, off, w, lanes, ins)
+            words = m.words_of(off, w)
+            if m.ncta > 1:
+                checks.check_cross(m, cta, words, lanes, ins, atomic=False)
+            if is_ld:
+                bad = checks.check_read(m, cta, words, lanes, ins)
+                data = m.sm[cta[:, None], off[:, None] + np.arange(w)]
+                if bad is not None and bad.any():       # (strict=False) what may not be seen is poison
+                    nb = np.repeat(bad, 4, axis=1)[:, :w] if w >= 4 else np.broadcast_to(bad[:, :1], (len(lanes), w))
+                    poison = np.broadcast_to(np.frombuffer(np.uint32(POISON32).tobytes(), np.uint8),
+                                             (len(lanes), max(w, 4) // 4, 4)).reshape(len(lanes), -1)[:, :w]
+                    data = np.where(nb, poison, data)
+                checks.note_read(m, cta, words, lanes, m.cur_pc)
+                m.counts["ld.shared"] += len(lanes)
+            else:
+                st = m.w_state[cta[:, None], words]
+                if ((st == CPA_PENDING) | (st == TMA_PENDING)).any() or (m.bulk_reading[cta[:, None], words] > 0).any():
+                    checks.check_overwrite(m, cta, words, lanes, ins, "st.shared")
+                m.sm[cta[:, None], off[:, None] + np.arange(w)] = data
+                m.w_state[cta[:, None], words] = GENERIC
+                m.w_thread[cta[:, None], words] = lanes[:, None]
+                m.w_time[cta[:, None], words] = m.gtime
+                m.w_atomic[cta[:, None], words] = False
+                m.counts["st.shared"] += len(lanes)
+                m.counts["smem_fill.st.shared.bytes"] += len(lanes) * w
+        elif sp == "global" or sp == "const":
+            if is_ld:
+                data = m.gload(a, w, lanes, ins)
+                m.counts["ld.global"] += len(lanes)
+            else:
+                m.gstore(a, data, lanes, ins)
+                m.counts["st.global"] += len(lanes)
+        elif sp == "param":
+            off = (a[lanes] - np.uint64(PARAM_BASE)).astype(np.int64) if (a[lanes] >= np.uint64(PARAM_BASE)).all() else a[lanes].astype(np.int64)
+            if not is_ld:
+                raise Unsupported(ins.op, "stores to parameter space")
+            data = m.param[off[:, None] + np.arange(w)]
+        elif sp == "local":
+            off = a[lanes]
+            off = np.where(off >= np.uint64(LOCAL_BASE), off - np.uint64(LOCAL_BASE), off).astype(np.int64)
+            if (off + w > m.local.shape[1]).any():
+                raise Unsupported(ins.op, "local memory beyond the declared frame")
+            if is_ld:
+                data = m.local[lanes[:, None], off[:, None] + np.arange(w)]
+            else:
+                m.local[lanes[:, None], off[:, None] + np.arange(w)] = data
+        else:
+            raise Unsupported(ins.op, f"state space {sp}")
+        if is_ld:
+            vals = np.ascontiguousarray(data).view(DT[ty]).reshape(len(lanes), vn)
+            items = dst.items if dst.kind == "vec" else [dst]
+            for i, it in enumerate(items):
+                full_v = np.zeros(m.n, DT[ty])
+                full_v[lanes] = vals[:, i]
+                m.wr(it, full_v, mask, full)
+    return access
+
+
+@op("atom", "red")
+def atomic(m, ins):
+    """atom / red: read-modify-write, one lane at a time in lane order (atomics never race)."""
+    is_red = ins.parts[0] == "red"
+    ty = types(ins.parts)[-1]
+    opn = next((o for o in ("add", "min", "max", "exch", "cas", "and", "or", "xor", "inc", "dec") if o in ins.parts), None)
+    if opn is None or vector_count(ins.parts) > 1 or ty in ("f16", "bf16", "f16x2", "bf16x2"):
+        raise Unsupported(ins.op)
+    space = m.space_of(ins)
+    w = np.dtype(DT[ty]).itemsize
+    if is_red:
+        addr_op, b_op, c_op, d = ins.args[0], ins.args[1], None, None
+    else:
+        d, addr_op, b_op = ins.args[:3]
+        c_op = ins.args[3] if opn == "cas" else None
+
+    def atomic_lane_by_lane(ins, mask, full):
+        lanes = np.nonzero(mask)[0]
+        a = m.addr(addr_op, ins)
+        sp = space
+        if sp == "generic":
+            sp, a = m.resolve_generic(a, lanes, ins)
+        b = np.broadcast_to(np.asarray(m.rd(b_op, ty, ins)), (m.n,))
+        c = np.broadcast_to(np.asarray(m.rd(c_op, ty, ins)), (m.n,)) if c_op is not None else None
+        old = np.zeros(m.n, DT[ty])
+        for t in lanes:                      # one lane at a time, in lane order
+            one = np.array([t])
+            if sp in ("shared", "shared::cluster"):
+                cta, off = m.smem_split(a, one, ins, cluster_ok=True)
+                checks.check_smem_range(m, off, w, one, ins)
+                words = m.words_of(off, w)
+                checks.check_read(m, cta, words, one, ins)
+                if m.ncta > 1:
+                    checks.check_cross(m, cta, words, one, ins, atomic=True)
+                cur = m.sm[cta[0], off[0]:off[0] + w].view(DT[ty])[0]
+            else:
+                cur = m.gload(a, w, one, ins)[0].view(DT[ty])[0]
+            old[t] = cur
+            x = b[t]
+            if opn == "add":
+                new = (np.float64(cur) + np.float64(x)) if ty.startswith("f") else int(cur) + int(x)
+            elif opn == "min":
+                new = min(cur, x)
+            elif opn == "max":
+                new = max(cur, x)
+            elif opn == "exch":
+                new = x
+            elif opn == "cas":
+                new = c[t] if cur == x else cur
+            elif opn == "and":
+                new = int(cur) & int(x)
+            elif opn == "or":
+                new = int(cur) | int(x)
+            elif opn == "xor":
+                new = int(cur) ^ int(x)
+            elif opn == "inc":
+                new = 0 if int(cur) >= int(x) else int(cur) + 1
+            else:
+                new = x if (int(cur) == 0 or int(cur) > int(x)) else int(cur) - 1
+            if ty.startswith("f"):
+                nb = np.array([new], DT[ty]).view(np.uint8)
+            else:
+                nb = np.array([int(new) & ((1 << (8 * w)) - 1)], np.uint64).astype(STORE[w]).view(np.uint8)
+            if sp in ("shared", "shared::cluster"):
+                m.sm[cta[0], off[0]:off[0] + w] = nb
+                m.w_state[cta[0], words[0]] = GENERIC
+                m.w_thread[cta[0], words[0]] = t
+                m.w_time[cta[0], words[0]] = m.gtime
+                m.w_atomic[cta[0], words[0]] = True
+            else:
+                m.gstore(a, nb.reshape(1, w), one, ins)
+        m.counts["atom"] += len(lanes)
+        if d is not None:
+            m.wr(d, old, mask, full)
+    return atomic_lane_by_lane

@@ -1,0 +1,267 @@
+"""judge.model.scheduler - runs a cluster's threads: which threads go next, blocking, barriers, exits, hangs.
+
+    from judge.model import scheduler
+    scheduler.run_cluster(m, (0, 0, 0))    # m: a judge.model.state.Machine; runs until every thread exits
+
+Used by judge.model.run. The runnable threads at the lowest PC execute one instruction together
+(predicates and divergence become masks); an instruction's run function comes from its family
+(judge/model/ops/, looked up in judge.model.registry). A thread that waits (bar.sync, an mbarrier
+wait that cannot succeed yet, a cluster barrier) is blocked until it may go on; when every live
+thread is blocked the run is a Hang carrying the wait-for graph, and a run past its budget of
+instruction groups is a Hang too ("a loop that never ends").
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from judge.model import checks, completion, registry
+from judge.model.checks import CPA_LANDED, FENCED, PLAIN, TMA_LANDED
+from judge.model.errors import Hang, Unsupported
+
+
+def run_cluster(m, cluster_origin):
+    """Run every thread of the cluster whose first block is at cluster_origin, to its end."""
+    m.begin_cluster(cluster_origin)
+    execute(m)
+    finish(m)
+
+
+# instructions that cannot change which threads run next (no branch, barrier, wait or arrival)
+_SAFE = frozenset("add sub mul mad fma div rem min max and or xor not neg abs cnot rcp sqrt rsqrt ex2 lg2 "
+                  "sin cos tanh popc clz brev shl shr setp selp mov cvt cvta bfe lop3 prmt shf ld ldu st "
+                  "shfl vote activemask mapa getctarank membar nanosleep prefetch prefetchu".split())
+
+def execute(m):
+    """The loop: the runnable threads at the lowest PC execute one instruction together, until all exit."""
+    code = m.k.code
+    ncode = len(code)
+    big = np.int64(1 << 60)
+    handlers = {}
+    conv = None                       # (pc, active, count) while every runnable thread is at one pc
+    safe = _SAFE
+    while True:
+        if conv is None:
+            runnable = m.alive & ~m.blocked
+            if not runnable.any():
+                if not m.alive.any():
+                    break
+                _everyone_blocked(m)
+                continue
+            pcs = np.where(runnable, m.pc, big)
+            p = int(pcs.min())
+            active = pcs == p
+            nrun = int(np.count_nonzero(runnable))
+            nall = int(np.count_nonzero(active))
+            together = nall == nrun
+        else:
+            p, active, nall = conv
+            together = True
+        if p >= ncode:
+            m.alive[active] = False
+            on_exit(m, active, code[-1])
+            conv = None
+            continue
+        ins = code[p]
+        m.cur_pc = p
+        m.steps += 1
+        if m.steps > m.budget:
+            _out_of_budget(m, ins)
+        if ins.guard is not None:
+            mask = active & m.rd(ins.guard, "pred", ins)
+            nact = int(np.count_nonzero(mask))
+        else:
+            mask, nact = active, nall
+        m.counts["instructions"] += nact
+        m.pc[active] = p + 1
+        conv = (p + 1, active, nall) if together and ins.parts[0] in safe else None
+        if nact == 0:
+            continue
+        h = handlers.get(p)
+        if h is None:
+            h = handlers[p] = handler_for(m, ins)
+        m.cur_mask = mask
+        h(ins, mask, nact == m.n)
+        m.gtime += 1
+
+def handler_for(m, ins):
+    """The run function of instruction `ins`: its family's factory, found by the longest registered
+    dotted prefix of its name (judge.model.registry). An unknown instruction is Unsupported."""
+    factory = registry.lookup(ins.parts)
+    if factory is None:
+        raise Unsupported(ins.op, f"PTX line {ins.line}: {ins.text}")
+    return factory(m, ins)
+
+
+def _out_of_budget(m, ins):
+    # Blocks of different clusters run one after another here. A kernel that waits for another
+    # block through global memory (a flag, a counter) would spin forever in the model although
+    # it finishes on a GPU: with such instructions and more than one cluster, give no verdict.
+    clusters = int(np.prod([g // c for g, c in zip(m.grid, m.cluster)]))
+    sync_like = [i for i in m.k.code if i.parts[0] in ("atom", "red") and "shared" not in "".join(i.parts)
+                 or i.parts[0] == "ld" and any(q in i.parts for q in ("acquire", "volatile", "relaxed"))
+                 and not any(q.startswith("shared") for q in i.parts)]
+    if clusters > 1 and sync_like:
+        raise Unsupported(sync_like[0].text, "the kernel ran past the step budget and may be waiting for "
+                          "another block through global memory; the model runs one cluster at a time")
+    live = np.nonzero(m.alive)[0]
+    pcs = Counter(int(m.pc[t]) - 1 for t in live if not m.blocked[t])
+    where = "; ".join(f"{n} threads at {m.where(m.k.code[max(p, 0)])}" for p, n in pcs.most_common(3))
+    raise Hang(f"the block ran {m.budget} instruction groups without finishing: a loop that never "
+               f"ends (the threads were last at {where})",
+               [{"thread": int(t), "pc": int(m.pc[t])} for t in live[:8]])
+
+def _everyone_blocked(m):
+    """Nothing can run: a Hang whose message and graph say who waits on what, and what is missing."""
+    graph, lines = [], []
+    seen = set()
+    for t in np.nonzero(m.alive)[0]:
+        kind, key = m.block_why.get(int(t), ("?", None))
+        if (kind, key) in seen:
+            continue
+        seen.add((kind, key))
+        who = np.nonzero(m.alive & np.array([m.block_why.get(int(u), (None, None)) == (kind, key)
+                                                for u in range(m.n)]))[0]
+        if kind == "bar":
+            c, bid = key
+            b = m.bars.get(key, {})
+            arrived = int(np.count_nonzero(b.get("mask", np.zeros(m.n, bool))))
+            exp = b.get("expected", 0)
+            rows = np.arange(c * m.nthr_cta, (c + 1) * m.nthr_cta)
+            missing = rows[m.alive[rows] & ~b.get("mask", np.zeros(m.n, bool))[rows]]
+            msg = (f"{len(who)} threads wait at barrier {bid} of block rank {c} ({arrived} of {exp} arrived); "
+                   + (f"{len(missing)} live threads never arrive there (e.g. {m.tdesc(missing[0])}, "
+                      f"blocked on {m.block_why.get(int(missing[0]), ('?',))[0]})" if len(missing) else
+                      "the rest have exited"))
+            graph.append({"waiters": who.tolist(), "on": f"barrier {bid}", "block": c,
+                          "arrived": arrived, "expected": exp})
+        elif kind == "mbar":
+            mkey, parity = key
+            mb = m.mbars[mkey]
+            msg = (f"{len(who)} threads ({m.tdesc(who[0])}, ...) wait for phase parity {parity} of the "
+                   f"mbarrier at shared 0x{mb.off:x} (block rank {mb.cta}), now in phase {mb.phase}: "
+                   f"{mb.pending} of {mb.count} arrivals missing, tx-count {mb.tx} bytes "
+                   f"outstanding (expected {mb.tx_expected} bytes this phase, delivered "
+                   f"{mb.tx_done})")
+            graph.append({"waiters": who.tolist(), "on": f"mbarrier 0x{mb.off:x}", "parity": parity,
+                          "phase": mb.phase, "pending_arrivals": mb.pending, "tx_missing": mb.tx})
+        elif kind == "cluster":
+            missing = np.nonzero(m.alive & (m.cl_count <= key))[0]
+            msg = (f"{len(who)} threads wait at barrier.cluster.wait (cluster barrier phase {key}); "
+                   f"{len(missing)} live threads of the cluster never arrive there"
+                   + (f" (e.g. {m.tdesc(missing[0])}, blocked on "
+                      f"{m.block_why.get(int(missing[0]), ('?',))[0]})" if len(missing) else ""))
+            graph.append({"waiters": who.tolist(), "on": "barrier.cluster", "phase": key,
+                          "missing": missing.tolist()})
+        else:
+            msg = f"{len(who)} threads blocked ({kind})"
+            graph.append({"waiters": who.tolist(), "on": kind})
+        lines.append(msg)
+    raise Hang("every live thread is blocked:\n  " + "\n  ".join(lines), graph)
+
+def release_barrier(m, key, ins):
+    """Open barrier `key` ((block, id) or ("warp", block, warp)) if every thread it waits for arrived."""
+    b = m.bars.get(key)
+    if b is None:
+        return
+    if key[0] == "warp":
+        _, c, w = key
+        done = int(np.count_nonzero(b["mask"])) >= b["expected"] or not (
+            m.alive[c * m.nthr_cta + 32 * w: c * m.nthr_cta + 32 * w + 32] & ~b["mask"][
+                c * m.nthr_cta + 32 * w: c * m.nthr_cta + 32 * w + 32]).any()
+        cta = c
+    else:
+        cta = key[0]
+        rows = slice(cta * m.nthr_cta, (cta + 1) * m.nthr_cta)
+        if b["expected"] is not None:
+            done = int(np.count_nonzero(b["mask"])) >= b["expected"]
+        else:
+            done = not (m.alive[rows] & ~b["mask"][rows]).any()
+        b["expected_now"] = b["expected"] if b["expected"] is not None else int(np.count_nonzero(m.alive[rows]))
+    b.setdefault("expected_now", b["expected"])
+    if not done:
+        return
+    del m.bars[key]
+    checks.join(m, b["mask"], b["waiters"])
+    m.blocked[b["waiters"]] = False
+    for t in np.nonzero(b["waiters"])[0]:
+        m.block_why.pop(int(t), None)
+    m.event("barrier", id=str(key), threads=int(np.count_nonzero(b["mask"])))
+    if key[0] != "warp":
+        rows = slice(cta * m.nthr_cta, (cta + 1) * m.nthr_cta)
+        if not (m.alive[rows] & ~b["mask"][rows]).any():
+            _settle_full_barrier(m, cta)
+
+def _settle_full_barrier(m, c):
+    """Every live thread of block c passed one barrier: what they did before is known to all."""
+    rows = np.arange(c * m.nthr_cta, (c + 1) * m.nthr_cta)
+    rows = rows[m.alive[rows]]
+    if len(rows) == 0:
+        return
+    colmin = m.VC[rows].min(axis=0)
+    st = m.w_state[c]
+    for s in (CPA_LANDED, TMA_LANDED, FENCED):
+        hit = st == s
+        if hit.any():
+            idx = np.nonzero(hit)[0]
+            wt = m.w_thread[c, idx]
+            ok = colmin[wt] >= m.w_time[c, idx]
+            st[idx[ok]] = PLAIN
+    if m.ncta == 1:
+        m.r_wt[c] = 0
+    else:                                   # only this block's warps are known to all of it
+        m.r_wt[c][:, c * m.nthr_cta // 32:(c + 1) * m.nthr_cta // 32] = 0
+
+def release_cluster_barrier(m, ins):
+    """barrier.cluster.wait returns once every live thread of the cluster arrived for that phase."""
+    for t in np.nonzero(m.blocked)[0]:
+        why = m.block_why.get(int(t))
+        if not why or why[0] != "cluster":
+            continue
+        k = why[1]
+        if not (m.alive & (m.cl_count <= k)).any():
+            m.VC[t] = np.maximum(m.VC[t], m.cl_acc.get(k, 0))
+            m.blocked[t] = False
+            m.block_why.pop(int(t), None)
+
+def finish(m):
+    """After the last exit: stores still pending complete (on_exit already reported a missing wait)."""
+    for b in list(m.bulk):
+        if not b["done"]:
+            completion.bulk_complete(m, b, m.k.code[-1])
+
+def on_exit(m, mask, ins):
+    """Threads in mask exited: a block's shared memory goes with its last thread; barriers stop waiting for them."""
+    ts = np.nonzero(mask)[0]
+    if m.ncta > 1:
+        for c in np.unique(m.cta[ts]):
+            rows = np.arange(c * m.nthr_cta, (c + 1) * m.nthr_cta)
+            if m.cta_done[c] or m.alive[rows].any():
+                continue
+            m.cta_done[c] = True
+            # every access of a peer into this block's shared memory must happen before it exits
+            seen = m.VC[rows, :m.n].max(axis=0)
+            late = m.remote_t[c] > seen
+            if late.any():
+                t = int(np.argmax(late))
+                checks.fail(m, "dsmem-after-exit", ins,
+                          f"block rank {c} exits at {m.where(ins)} with no cluster barrier after "
+                          f"{m.tdesc(t)}'s access to its shared memory: a block may exit while "
+                          f"peers still read or write its shared memory (DSMEM), and then the access "
+                          f"faults. End with cluster.sync() so that no block leaves before its peers "
+                          f"are done with it")
+    for b in list(m.bulk):
+        if b["thread"] in set(ts.tolist()) and not b["read"]:
+            checks.fail(m, "exit-before-bulk-read", ins,
+                      f"{m.tdesc(b['thread'])} exits at {m.where(ins)} while its bulk/TMA store "
+                      f"(issued at {m.where(m.k.code[b['pc']])}) may still be reading shared "
+                      f"memory: the block's shared memory is released when it exits. Wait with "
+                      f"cp.async.bulk.wait_group.read 0 before exiting")
+            completion.bulk_complete(m, b, ins)
+    # a barrier the exited threads no longer block
+    for key, b in list(m.bars.items()):
+        release_barrier(m, key, ins)
+    if m.ncta > 1:
+        release_cluster_barrier(m, ins)
+

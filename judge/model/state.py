@@ -1,0 +1,512 @@
+"""judge.model.state - what the CPU model's machine holds: memory regions, registers, clocks, and addresses.
+
+    m = Machine(module, kernel, grid=..., block=..., cluster=..., args=..., shared_bytes=..., budget=...,
+                strict=True, seed=0, source_name="solution.cu")
+    m.begin_cluster((0, 0, 0))       # the per-cluster arrays: registers, shared memory, vector clocks
+    m.rd(operand, "u32", ins)        # an operand's value per thread (NumPy array or scalar)
+    m.wr(operand, value, mask, full) # write a register for the threads in mask
+    m.addr(operand, ins)             # per-thread address of an [addr] operand
+
+Used by judge.model.scheduler (which runs the instructions) and the instruction families under
+judge/model/ops/. Every thread of a cluster's blocks is a lane of NumPy arrays: registers are
+arrays of n lanes, shared memory is (blocks, bytes). The shared-memory word states that the race
+checks read live here too (w_state, w_thread, w_time, ...), with their meaning in judge.model.checks.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from judge.model import checks
+from judge.model import ptx as _ptx
+from judge.model.errors import Unsupported
+
+SHARED_BASE = 0x9000_0000_0000_0000     # generic address of shared offset 0 (cvta.shared)
+PARAM_BASE = 0xB000_0000_0000_0000      # generic address of the kernel parameter buffer
+LOCAL_BASE = 0xA000_0000_0000_0000
+CLUSTER_SHIFT = 24                       # mapa: shared::cluster address = ((rank + 1) << 24) | offset
+POISON32 = checks.POISON32               # a quiet NaN: what a read of unlanded bytes returns
+N_MBAR_COLS = 64                         # vector-clock columns for mbarriers (their TMA bytes)
+
+DT = {"b8": np.uint8, "u8": np.uint8, "s8": np.int8, "b16": np.uint16, "u16": np.uint16,
+      "s16": np.int16, "f16": np.float16, "bf16": np.uint16, "b32": np.uint32, "u32": np.uint32,
+      "s32": np.int32, "f32": np.float32, "b64": np.uint64, "u64": np.uint64, "s64": np.int64,
+      "f64": np.float64, "pred": np.bool_, "f16x2": np.uint32, "bf16x2": np.uint32}
+STORE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+TYPES = set(DT)
+
+
+def types(parts):
+    """The PTX type modifiers of an instruction's parts, in order (e.g. ['f32', 'f16'] for cvt.f32.f16)."""
+    return [p for p in parts if p in TYPES]
+
+
+class Machine:
+    """One launch's machine: the module's memory and parameters, and one cluster's threads at a time."""
+
+    def __init__(self, module, kernel, *, grid, block, cluster, args, shared_bytes, budget,
+                 strict, seed, source_name):
+        self.mod, self.k = module, kernel
+        self.grid, self.block, self.cluster = grid, block, cluster
+        self.strict, self.budget = strict, budget
+        self.rng = np.random.default_rng(seed)
+        self.counts = Counter()
+        self.timeline = []
+        self.violations = []
+        self.source_name = source_name
+        self.main_files = {n for n, p in module.files.items()
+                           if "site-packages" not in p and "/include/" not in p.replace("judge/include", "")}
+        self.cluster_explicit = tuple(cluster) != (1, 1, 1)   # %is_explicit_cluster
+        self.tma_loads = []          # TMA/bulk loads waiting for their mbarrier phase (judge.model.completion)
+        self._setup_globals(args)
+        self._setup_shared(shared_bytes)
+
+    # ------------------------------------------------------------------ memory setup
+    def _setup_globals(self, args):
+        from judge.hw import tma as _tma
+        self.regions = []            # (base, size, uint8 view)
+        self.sym = {}                # symbol -> address (global) or shared offset
+        self.sym_space = {}
+        self.keep = []
+        # module variables (__device__, __constant__) live as long as the module: they keep their
+        # values from one launch to the next, as on the GPU
+        store = self.mod.__dict__.setdefault("_memory", {})
+        for v in self.mod.vars:
+            if v.space in ("global", "const"):
+                arr = store.get(v.name)
+                if arr is None:
+                    arr = store[v.name] = np.zeros(max(v.size, 1), np.uint8)
+                    if v.init:
+                        arr[:len(v.init)] = np.frombuffer(v.init, np.uint8)
+                self.keep.append(arr)
+                self._add_region(arr)
+                self.sym[v.name] = arr.ctypes.data
+                self.sym_space[v.name] = "global"
+        if len(args) != len(self.k.params):
+            raise TypeError(f"{self.k.name} takes {len(self.k.params)} arguments, {len(args)} given")
+        off = 0
+        buf = bytearray()
+        self.tmaps = {}
+        for (pname, size, align), a in zip(self.k.params, args):
+            off = -(-off // align) * align
+            buf.extend(b"\0" * (off - len(buf)))
+            if isinstance(a, np.ndarray) and a.ndim > 0:
+                if not a.flags.c_contiguous:
+                    raise TypeError(f"argument {pname}: pass C-contiguous arrays")
+                self._add_region(a.reshape(-1).view(np.uint8))
+                raw = int(a.ctypes.data).to_bytes(8, "little")
+            elif isinstance(a, (_tma.TensorMap, _tma.TensorMapSpec)):
+                spec = a.spec if isinstance(a, _tma.TensorMap) else a
+                self.tmaps[PARAM_BASE + off] = spec
+                raw = b"\0" * size
+            elif isinstance(a, (np.generic, int, float)):
+                raw = np.asarray(a).tobytes() if isinstance(a, np.generic) else None
+                if raw is None:
+                    raise TypeError(f"argument {pname}: pass NumPy scalars (np.int32(n)), not {type(a).__name__}")
+            else:
+                raise TypeError(f"argument {pname}: NumPy arrays, NumPy scalars or judge.hw.tma maps, "
+                                f"not {type(a).__name__}")
+            if len(raw) != size:
+                raise TypeError(f"argument {pname} is {size} bytes in the kernel, {len(raw)} given")
+            self.sym[pname] = PARAM_BASE + off
+            self.sym_space[pname] = "param"
+            buf.extend(raw)
+            off += size
+        self.param = np.frombuffer(bytes(buf) + b"\0" * 8, np.uint8).copy()
+        # a tensor map's tensor is global memory too (the caller keeps the array alive)
+        import ctypes
+        for spec in self.tmaps.values():
+            if any(b <= spec.address < b + n for b, n, _ in self.regions):
+                continue
+            eb = spec.elem_bytes
+            span = eb * spec.dims[0] + sum((d - 1) * st for d, st in zip(spec.dims[1:], spec.strides))
+            if spec.extent_limit:
+                span = max(span, spec.extent_limit)
+            u8 = np.ctypeslib.as_array((ctypes.c_uint8 * span).from_address(spec.address))
+            self.keep.append(u8)
+            self.regions.append((spec.address, span, u8))
+        self.regions.sort(key=lambda r: r[0])
+        self.rbase = np.array([r[0] for r in self.regions], np.uint64)
+
+    def _add_region(self, u8):
+        self.regions.append((int(u8.ctypes.data), u8.size, u8))
+
+    def _setup_shared(self, dyn):
+        off = 0
+        ext = []
+        for v in list(self.mod.vars) + list(self.k.shared):
+            if v.space != "shared":
+                continue
+            if v.extern:
+                ext.append(v)
+                continue
+            off = -(-off // max(v.align, 1)) * max(v.align, 1)
+            self.sym[v.name] = off
+            self.sym_space[v.name] = "shared"
+            off += v.size
+        off = -(-off // 1024) * 1024 if ext else off
+        for v in ext:
+            self.sym[v.name] = off
+            self.sym_space[v.name] = "shared"
+        self.static_smem = off
+        self.smem_size = -(-(off + dyn) // 16) * 16 + 16
+        loff = 0
+        for v in self.k.local:
+            loff = -(-loff // max(v.align, 1)) * max(v.align, 1)
+            self.sym[v.name] = LOCAL_BASE + loff
+            self.sym_space[v.name] = "local"
+            loff += v.size
+        self.local_size = loff
+
+    # ------------------------------------------------------------------ where, and the report
+    def where(self, ins) -> str:
+        """The learner's source line (through inlining) and the PTX line of an instruction."""
+        src = ""
+        if ins.loc:
+            chain = [(f, l) for f, l in ins.loc]
+            mine = [(f, l) for f, l in chain if f in self.main_files]
+            if mine:
+                f, l = mine[0]
+                src = f"{self.source_name}:{l}"
+                if len(mine) > 1:
+                    src += " (inlined at line " + ", line ".join(str(x[1]) for x in mine[1:]) + ")"
+        return f"{src} [PTX line {ins.line}: {ins.text}]" if src else f"PTX line {ins.line}: {ins.text}"
+
+    def fail(self, rule, ins, message):
+        """Record (strict: raise) a Violation of a rule of judge.model.checks.RULES."""
+        checks.fail(self, rule, ins, message)
+
+    def event(self, kind, **kw):
+        """Append an event to the timeline (at most 20000), stamped with the current step."""
+        if len(self.timeline) < 20000:
+            kw["t"] = self.gtime
+            kw["kind"] = kind
+            self.timeline.append(kw)
+
+    def tdesc(self, t):
+        """Thread t in words: its thread index, warp and (in a cluster) block rank."""
+        t = int(t)
+        c, lt = divmod(t, self.nthr_cta)
+        s = f"thread {lt} (warp {lt // 32})"
+        return s + (f" of block rank {c}" if self.ncta > 1 else "")
+
+
+    def begin_cluster(self, cluster_origin):
+        """Fresh per-cluster state for the blocks of the cluster at cluster_origin (block coordinates)."""
+        bx, by, bz = self.block
+        cx, cy, cz = self.cluster
+        self.nthr_cta = bx * by * bz
+        self.ncta = cx * cy * cz
+        n = self.nthr_cta * self.ncta
+        self.n = n
+        lt = np.arange(n) % self.nthr_cta
+        self.cta = np.arange(n) // self.nthr_cta
+        cr = self.cta
+        crx, cry, crz = cr % cx, (cr // cx) % cy, cr // (cx * cy)
+        ox, oy, oz = cluster_origin
+        u32 = np.uint32
+        self.sreg = {
+            "%tid.x": (lt % bx).astype(u32), "%tid.y": ((lt // bx) % by).astype(u32),
+            "%tid.z": (lt // (bx * by)).astype(u32),
+            "%ntid.x": np.full(n, bx, u32), "%ntid.y": np.full(n, by, u32), "%ntid.z": np.full(n, bz, u32),
+            "%ctaid.x": (ox + crx).astype(u32), "%ctaid.y": (oy + cry).astype(u32),
+            "%ctaid.z": (oz + crz).astype(u32),
+            "%nctaid.x": np.full(n, self.grid[0], u32), "%nctaid.y": np.full(n, self.grid[1], u32),
+            "%nctaid.z": np.full(n, self.grid[2], u32),
+            "%laneid": (lt % 32).astype(u32), "%warpid": (lt // 32).astype(u32),
+            "%nwarpid": np.full(n, 64, u32),
+            "%cluster_ctaid.x": crx.astype(u32), "%cluster_ctaid.y": cry.astype(u32),
+            "%cluster_ctaid.z": crz.astype(u32),
+            "%cluster_nctaid.x": np.full(n, cx, u32), "%cluster_nctaid.y": np.full(n, cy, u32),
+            "%cluster_nctaid.z": np.full(n, cz, u32),
+            "%cluster_ctarank": cr.astype(u32), "%cluster_nctarank": np.full(n, self.ncta, u32),
+            "%clusterid.x": np.full(n, ox // cx, u32), "%clusterid.y": np.full(n, oy // cy, u32),
+            "%clusterid.z": np.full(n, oz // cz, u32),
+            "%nclusterid.x": np.full(n, self.grid[0] // cx, u32),
+            "%nclusterid.y": np.full(n, self.grid[1] // cy, u32),
+            "%nclusterid.z": np.full(n, self.grid[2] // cz, u32),
+            "%is_explicit_cluster": np.full(n, self.ncta > 1 or self.cluster_explicit, np.bool_),
+            "%lanemask_lt": ((np.uint64(1) << (lt % 32).astype(np.uint64)) - np.uint64(1)).astype(u32),
+            "%lanemask_le": ((np.uint64(2) << (lt % 32).astype(np.uint64)) - np.uint64(1)).astype(u32),
+            "%lanemask_eq": (np.uint64(1) << (lt % 32).astype(np.uint64)).astype(u32),
+            "%dynamic_smem_size": np.full(n, self.smem_size - self.static_smem - 16, u32),
+            "%total_smem_size": np.full(n, self.smem_size, u32),
+        }
+        self.sreg["%lanemask_gt"] = (~self.sreg["%lanemask_le"]).astype(u32)
+        self.sreg["%lanemask_ge"] = (~self.sreg["%lanemask_lt"]).astype(u32)
+        self.sreg["%tid"] = self.sreg["%tid.x"]
+        self.lt = lt
+        self.regs = {}
+        self.pc = np.zeros(n, np.int64)
+        self.alive = np.ones(n, bool)
+        self.blocked = np.zeros(n, bool)
+        self.block_why = {}                   # thread -> (kind, key)
+        W = self.smem_size // 4
+        self.sm = np.zeros((self.ncta, self.smem_size), np.uint8)
+        self.sm[:] = np.frombuffer(np.uint32(POISON32).tobytes() * (self.smem_size // 4), np.uint8)
+        self.smw = self.sm.view(np.uint32)
+        self.w_state = np.zeros((self.ncta, W), np.int8)
+        self.w_thread = np.full((self.ncta, W), -1, np.int32)
+        self.w_time = np.zeros((self.ncta, W), np.int64)
+        self.w_group = np.zeros((self.ncta, W), np.int32)
+        self.w_pc = np.zeros((self.ncta, W), np.int32)
+        # the last time each warp (of the whole cluster) read each shared word, and where
+        self.nwarps = -(-n // 32)
+        self.r_wt = np.zeros((self.ncta, W, self.nwarps), np.int64)
+        self.r_pc = np.zeros((self.ncta, W), np.int32)
+        self.bulk_reading = np.zeros((self.ncta, W), np.int16)
+        self.w_atomic = np.zeros((self.ncta, W), bool)      # last write was an atomic (atomics do not race)
+        self.remote_t = np.zeros((self.ncta, n), np.int64)  # DSMEM: last access of each thread into block c
+        self.cta_done = np.zeros(self.ncta, bool)
+        self.local = np.zeros((n, max(self.local_size, 8)), np.uint8)
+        self.VC = np.zeros((n, n + N_MBAR_COLS), np.int64)
+        self.gtime = 1
+        # cp.async
+        self.ncommit = np.zeros(n, np.int64)
+        self.cover = np.full(n, -1, np.int64)
+        self.last_wait_n = np.full(n, -1, np.int64)
+        self.cpa = []                         # pending copies: dict(threads, words, data, group, pc, cta)
+        # bulk async groups (TMA / bulk stores)
+        self.nbulk = np.zeros(n, np.int64)
+        self.bulk = []                        # pending bulk stores
+        # barriers
+        self.bars = {}                        # (cta, id) -> dict(arrived mask, expected)
+        # mbarriers
+        self.mbars = {}                       # (cta, offset) -> dict
+        self.wg_fence = np.full(n, -1, np.int64)     # wgmma: last wgmma.fence per thread
+        self.wg_ncommit = np.zeros(n, np.int64)
+        self.wg_ops = []
+        self.acc_pending = {}                        # register -> lanes whose wgmma has not completed
+        self.acc_names = set()
+        self.wg_written = {}
+        self.cur_mask = np.ones(n, bool)
+        self.cpa_seq = np.zeros(n, np.int64)
+        self.cpa_arrivals = []                # cp.async.mbarrier.arrive still waiting on copies
+        self.cl_count = np.zeros(n, np.int64)
+        self.cl_acc = {}
+        self.mbar_by_col = {}
+        self.next_col = n
+        self.steps = 0
+        self.cur_pc = 0
+
+    # ------------------------------------------------------------------ registers
+    def _store_dtype(self, name, fallback):
+        ty = self.k.regs.get(name)
+        if ty is None:
+            base = name.rstrip("0123456789")
+            ty = self.k.regs.get(base, fallback)
+        return np.bool_ if ty == "pred" else STORE[_ptx.TYPE_BYTES.get(ty, 4)]
+
+    def rd(self, op, ty, ins=None):
+        """Operand value as an array (or scalar) of PTX type ty."""
+        dt = DT[ty]
+        if op.kind == "reg":
+            name = op.name
+            if self.acc_pending and name in self.acc_pending and (self.acc_pending[name] & self.cur_mask).any():
+                checks.early_accumulator_access(self, name, ins, "read")
+            if name in self.regs:
+                v = self.regs[name]
+            elif name in self.sreg:
+                v = self.sreg[name]
+            elif name in ("%clock", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"):
+                # time advances with the model's steps (32 "ns" or cycles a step): spin loops end
+                v = np.full(self.n, 32 * self.gtime, np.uint64 if name in ("%clock64", "%globaltimer") else np.uint32)
+            elif name.startswith("%"):
+                v = self.regs.setdefault(name, np.zeros(self.n, self._store_dtype(name, ty)))
+            else:
+                raise Unsupported(ins.text if ins else name, f"unknown register {name}")
+            if dt == np.bool_:
+                r = v.astype(bool) if v.dtype != np.bool_ else v
+                return ~r if op.neg else r
+            if v.dtype.itemsize == np.dtype(dt).itemsize and v.dtype != np.bool_:
+                return v.view(dt)
+            if v.dtype == np.bool_:
+                return v.astype(dt)
+            # narrower/wider register than the type: truncate or extend through the bits
+            bits = v.view(STORE[v.dtype.itemsize]).astype(np.uint64)
+            return bits.astype(STORE[np.dtype(dt).itemsize]).view(dt) if np.dtype(dt).itemsize <= 8 else bits
+        if op.kind == "imm":
+            if dt in (np.float32, np.float64, np.float16):
+                return dt(op.value)
+            if dt == np.bool_:
+                return bool(op.value)
+            return np.array(op.value & ((1 << (8 * np.dtype(dt).itemsize)) - 1)).astype(STORE[np.dtype(dt).itemsize]).view(dt)[()]
+        if op.kind == "fimm":
+            if op.width == 4:
+                f = np.array(op.value, np.uint32).view(np.float32)[()]
+            else:
+                f = np.array(op.value, np.uint64).view(np.float64)[()]
+            if dt in (np.float32, np.float64, np.float16):
+                return dt(f)
+            return np.array(op.value).astype(STORE[np.dtype(dt).itemsize]).view(dt)[()]
+        if op.kind == "sym":
+            if op.name not in self.sym:
+                raise Unsupported(ins.text if ins else op.name, f"unknown symbol {op.name}")
+            return np.array(self.sym[op.name]).astype(STORE[np.dtype(dt).itemsize]).view(dt)[()]
+        raise Unsupported(ins.text if ins else str(op), f"operand kind {op.kind}")
+
+
+    def wr(self, op, val, mask, full, internal=False):
+        """Write val to register op for the threads in mask (full: all threads). internal: a wgmma completion."""
+        if op.kind == "sink":
+            return
+        if op.kind != "reg":
+            raise Unsupported(str(op), "destination is not a register")
+        name = op.name
+        if not internal and self.acc_names and name in self.acc_names:
+            if name in self.acc_pending and (self.acc_pending[name] & mask).any():
+                checks.early_accumulator_access(self, name, None, "write")
+            w = self.wg_written.setdefault(name, np.full(self.n, -1, np.int64))
+            w[mask] = self.gtime
+        val = np.asarray(val)
+        reg = self.regs.get(name)
+        if reg is None:
+            reg = self.regs[name] = np.zeros(self.n, self._store_dtype(
+                name, "pred" if val.dtype == np.bool_ else {1: "b8", 2: "b16", 4: "b32", 8: "b64"}[val.dtype.itemsize]))
+        if reg.dtype == np.bool_:
+            bits = val.astype(bool)
+        elif val.dtype == np.bool_:
+            bits = val.astype(reg.dtype)
+        elif val.dtype.itemsize == reg.dtype.itemsize:
+            bits = val.view(reg.dtype) if val.ndim else val.reshape(1).view(reg.dtype)[0]
+        else:
+            if val.dtype.kind == "f":
+                val = val.view(STORE[val.dtype.itemsize])
+            if val.dtype.kind == "i":
+                bits = val.astype(np.int64).astype(reg.dtype)
+            else:
+                bits = val.astype(np.uint64).astype(reg.dtype)
+        if full:
+            reg[:] = bits
+        elif np.ndim(bits):
+            reg[mask] = bits[mask]
+        else:
+            reg[mask] = bits
+
+    # ------------------------------------------------------------------ addresses
+    def addr(self, op, ins):
+        """Per-lane address of an [addr] operand (uint64 array)."""
+        if op.kind != "addr":
+            raise Unsupported(ins.text, "expected an address operand")
+        wide = True
+        if not op.name:
+            base = np.uint64(0)
+        elif op.name in self.sym:
+            base = np.uint64(self.sym[op.name])
+            wide = self.sym_space.get(op.name) != "shared"
+        else:
+            wide = self._is64(op.name)
+            base = self.rd(_ptx.Operand("reg", name=op.name), "u64" if wide else "u32", ins).astype(np.uint64)
+        a = np.broadcast_to(np.asarray(base, np.uint64), (self.n,))
+        a = a + np.uint64(op.value & 0xFFFFFFFFFFFFFFFF)         # wraps modulo 2^64, as the hardware's adds
+        # a 32-bit address register plus an offset wraps at 32 bits ([%r95+16384] with %r95 = x - 16384)
+        return a if wide else a & np.uint64(0xFFFFFFFF)
+
+    def _is64(self, name):
+        v = self.regs.get(name)
+        if v is not None:
+            return v.dtype.itemsize == 8
+        ty = self.k.regs.get(name) or self.k.regs.get(name.rstrip("0123456789"), "b32")
+        return _ptx.TYPE_BYTES.get(ty, 4) == 8
+
+    def space_of(self, ins):
+        """The state space an instruction names (generic when none)."""
+        for s in ("shared::cta", "shared::cluster", "shared", "global", "local", "param", "const"):
+            if s in ins.parts:
+                return s.split("::")[0] if s != "shared::cluster" else "shared::cluster"
+        return "generic"
+
+    def resolve_generic(self, a, lanes, ins):
+        """Generic addresses -> (space, addresses) for the given lanes (one space per instruction)."""
+        top = (a[lanes] >> np.uint64(60)).astype(np.int64)
+        kinds = set(top.tolist())
+        if len(kinds) > 1:
+            raise Unsupported(ins.text, "one generic access touching several state spaces")
+        k = kinds.pop() if kinds else 0
+        if k == (SHARED_BASE >> 60):
+            return "shared", a - np.uint64(SHARED_BASE)
+        if k == (PARAM_BASE >> 60):
+            return "param", a - np.uint64(PARAM_BASE)
+        if k == (LOCAL_BASE >> 60):
+            return "local", a - np.uint64(LOCAL_BASE)
+        return "global", a
+
+    # global memory
+    def _regions_of(self, a, w, lanes, ins, write=False):
+        idx = np.searchsorted(self.rbase, a[lanes], side="right") - 1
+        out = []
+        for r in np.unique(idx):
+            sel = lanes[idx == r]
+            ok = r >= 0
+            if ok:
+                base, size, u8 = self.regions[r]
+                off = (a[sel] - np.uint64(base)).astype(np.int64)
+                ok = bool(np.all(off + w <= size))
+            if not ok:
+                bad = sel[0]
+                self.fail("global-bounds", ins, f"{self.tdesc(bad)} {'wrote' if write else 'read'} "
+                          f"{w} bytes at global address 0x{int(a[bad]):x}, outside every array passed "
+                          f"to the kernel")
+                raise checks.abort(self, "global-bounds", ins, "out-of-bounds global access")
+            out.append((sel, u8, off))
+        return out
+
+    def gload(self, a, w, lanes, ins):
+        """Read w bytes of global memory at a[lane] for each lane: (lanes, w) uint8."""
+        data = np.zeros((len(lanes), w), np.uint8)
+        pos = {int(t): i for i, t in enumerate(lanes)} if len(lanes) < 0 else None
+        order = np.empty(self.n, np.int64)
+        order[lanes] = np.arange(len(lanes))
+        for sel, u8, off in self._regions_of(a, w, lanes, ins):
+            data[order[sel]] = u8[off[:, None] + np.arange(w)]
+        del pos
+        return data
+
+    def gstore(self, a, data, lanes, ins):
+        """Write data[(lanes, w)] to global memory at a[lane] for each lane."""
+        w = data.shape[1]
+        order = np.empty(self.n, np.int64)
+        order[lanes] = np.arange(len(lanes))
+        for sel, u8, off in self._regions_of(a, w, lanes, ins, write=True):
+            u8[off[:, None] + np.arange(w)] = data[order[sel]]
+
+    # shared memory
+    def smem_split(self, a, lanes, ins, cluster_ok):
+        """shared(::cta or ::cluster) addresses -> (cta index per lane, offset per lane)."""
+        a = a[lanes].astype(np.int64)
+        rank = (a >> CLUSTER_SHIFT) - 1
+        own = rank < 0
+        cta = np.where(own, self.cta[lanes], rank)
+        off = a & ((1 << CLUSTER_SHIFT) - 1)
+        if not cluster_ok and not own.all():
+            self.fail("shared-window", ins, "a shared::cta access with a shared::cluster address (from mapa)")
+        if (cta >= self.ncta).any():
+            self.fail("shared-window", ins, "a shared::cluster address of a block outside the cluster")
+            raise checks.abort(self, "shared-window", ins, "shared::cluster address outside the cluster")
+        if self.ncta > 1 and not own.all():
+            far = ~own
+            if self.cta_done[cta[far]].any():
+                k = int(np.argmax(self.cta_done[cta] & far))
+                self.fail("dsmem-after-exit", ins,
+                          f"{self.tdesc(lanes[k])} accesses the shared memory of block rank {int(cta[k])} at "
+                          f"{self.where(ins)}, after every thread of that block exited: its shared memory is "
+                          f"gone. A cluster barrier (cluster.sync()) before the owner exits keeps it alive")
+            self.remote_t[cta[far], lanes[far]] = self.gtime
+        return cta, off
+
+
+    def words_of(self, off, w):
+        """The 4-byte shared words that a w-byte access at each offset covers: (lanes, words)."""
+        nw = max(1, w // 4)
+        return (off // 4)[:, None] + np.arange(nw)
+
+
+    def is_pred(self, name):
+        """Is this register a predicate?"""
+        v = self.regs.get(name)
+        if v is not None:
+            return v.dtype == np.bool_
+        return (self.k.regs.get(name) or self.k.regs.get(name.rstrip("0123456789"))) == "pred"
+
+
