@@ -154,6 +154,8 @@ class Report:
     violations: list = field(default_factory=list)
     steps: int = 0
     seconds: float = 0.0
+    ctaids: list = field(default_factory=list)   # (x, y, z) of every block that ran
+    blocks_total: int = 0                        # blocks in the launch's grid (more than ran: a sample)
 
     def __str__(self):
         top = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
@@ -166,12 +168,17 @@ def _dim3(v):
 
 
 def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_bytes: int = 0,
-        cluster=(1, 1, 1), budget: int = 100_000, strict: bool = True, seed: int | None = None) -> Report:
+        cluster=(1, 1, 1), budget: int = 100_000, strict: bool = True, seed: int | None = None,
+        sms: int = 132, max_blocks: int | None = None) -> Report:
     """Run `kernel` of `build` (a judge.gpu.build.Build, or PTX text) on the CPU model.
 
     budget: instruction groups per cluster before the run counts as a hang. strict: raise the
     first Violation (False: record them all in report.violations and let poisoned bytes flow).
-    seed: the scramble order of TMA landings (random when None).
+    seed: the scramble order of TMA landings and of a sampled grid (random when None).
+    sms: what %nsmid reads and %smid is taken modulo (132: an H200). max_blocks: run at most this
+    many blocks, a random sample of whole clusters, when the grid is larger (report.ctaids says
+    which ran; the others write nothing). The grid, %nctaid, %nclusterid and every block's %ctaid
+    are the real launch's either way.
     """
     t0 = time.perf_counter()
     mod = parse(build)
@@ -192,17 +199,25 @@ def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_
         raise ValueError(f"block {block} has more than 1024 threads")
     name = Path(getattr(build, "name", "kernel.cu")).name
     rep = Report(kernel)
+    seed = seed if seed is not None else int.from_bytes(np.random.bytes(4), "little")
+    origins = [(ox, oy, oz) for oz in range(0, grid[2], cluster[2]) for oy in range(0, grid[1], cluster[1])
+               for ox in range(0, grid[0], cluster[0])]
+    per = int(np.prod(cluster))
+    rep.blocks_total = len(origins) * per
+    if max_blocks is not None and rep.blocks_total > max_blocks:
+        pick = np.random.default_rng(seed).choice(len(origins), max(1, int(max_blocks) // per), replace=False)
+        origins = [origins[i] for i in sorted(pick)]
+    regs = 0 if isinstance(build, str) else getattr(build, "resources", {}).get(kernel, {}).get("registers", 0)
     with np.errstate(all="ignore"):
         m = Machine(mod, k, grid=grid, block=block, cluster=cluster, args=tuple(args),
-                    shared_bytes=int(shared_bytes), budget=budget, strict=strict,
-                    seed=seed if seed is not None else int.from_bytes(np.random.bytes(4), "little"),
-                    source_name=name)
+                    shared_bytes=int(shared_bytes), budget=budget, strict=strict, seed=seed,
+                    source_name=name, sms=sms, entry_registers=regs)
         try:
-            for oz in range(0, grid[2], cluster[2]):
-                for oy in range(0, grid[1], cluster[1]):
-                    for ox in range(0, grid[0], cluster[0]):
-                        scheduler.run_cluster(m, (ox, oy, oz))
-                        rep.steps += m.steps
+            for o in origins:
+                scheduler.run_cluster(m, o)
+                rep.steps += m.steps
+                rep.ctaids += [(o[0] + x, o[1] + y, o[2] + z) for z in range(cluster[2])
+                               for y in range(cluster[1]) for x in range(cluster[0])]
         finally:
             rep.counts = m.counts
             rep.timeline = m.timeline

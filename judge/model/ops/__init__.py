@@ -17,9 +17,11 @@ its family (or a new module listed here) and a test in tests/test_model_ops_<fam
     mbarrier   mbarrier.init / inval / arrive / arrive_drop / expect_tx / complete_tx / try_wait / test_wait
     bulk       cp.async.bulk(.tensor), cp.reduce.async.bulk.tensor, bulk commit/wait groups
     wgmma      wgmma.fence / mma_async / commit_group / wait_group
+    setmaxnreg setmaxnreg.inc / dec (warpgroup-aligned, the CTA's register pool)
+    calls      call sequences: st.param of a call's arguments, call __assertfail (a failed assert)
 """
-from judge.model.ops import (alu, barriers, bulk, cluster, control, convert, cp_async, mbarrier,  # noqa: F401
-                             memory, warp, wgmma)
+from judge.model.ops import (alu, barriers, bulk, calls, cluster, control, convert, cp_async,  # noqa: F401
+                             mbarrier, memory, setmaxnreg, warp, wgmma)
 
 FAMILIES = ("alu", "convert", "memory", "control", "barriers", "warp", "cluster", "cp_async", "mbarrier",
-            "bulk", "wgmma")
+            "bulk", "wgmma", "setmaxnreg", "calls")
