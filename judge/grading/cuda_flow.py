@@ -169,14 +169,14 @@ def _run_model_case(b, mod, ex, case) -> tuple[list[compare.Comparison], str]:
     ran = getattr(rep, "ctaids", None)
     total = getattr(rep, "blocks_total", None)
     if ran is not None and total and len(ran) < total:
-        note = f"{len(ran)} of the grid's {total} blocks (a random sample of whole clusters)"
+        note = f"{len(ran)} of the grid's {total} blocks, a random sample of whole clusters"
         for k in ref:                                   # skipped blocks' outputs: not compared
             keep = np.asarray(mod.owned(case, k, ran), bool)
             got = np.array(compare.to_numpy(outs[k]), copy=True)
             got[~keep] = np.asarray(ref[k])[~keep]
             outs[k] = got
     elif total:
-        note = f"all {total} blocks of the grid"
+        note = f"the whole grid, {total} block{'s' if total > 1 else ''}"
     tol = _tolerance(mod, ex, case)
     return ([compare.compare(outs[k], ref[k], case=f"{k}, {_case_name(case, seed)}", **tol) for k in ref], note)
 
