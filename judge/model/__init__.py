@@ -86,7 +86,10 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    being read until the covering wait, and the wait is one warpgroup-wide event.
 10. Clusters: all blocks of a cluster run together (__cluster_dims__ / .reqnctapercluster decides the
    shape); barrier.cluster.arrive/wait, mapa, ld/st.shared::cluster (DSMEM), multicast TMA with
-   ctaMask (each destination block's mbarrier receives its bytes).
+   ctaMask (each destination block's mbarrier receives its bytes). PTX ISA, barrier.cluster: only
+   the default (.release) arrive orders the arriving thread's memory accesses before the waiters'
+   (.acquire) later ones; an arrive.relaxed counts but orders nothing. Writes (st/atom/red) into
+   another block's shared memory are counted ("dsmem.peer"): the feature carrying the data.
 11. HANG: the moment every live thread is blocked (bar.sync that cannot complete, an mbarrier phase
    that can never complete, a cluster barrier), Hang carries the wait-for graph: who waits on
    which barrier / mbarrier and parity, how many arrivals and tx bytes are missing. A kernel that
@@ -95,8 +98,16 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    Clusters run one after another, so a kernel with global atomics or volatile/acquire loads that
    runs past the budget with more than one cluster may be waiting for another block: Unsupported.
 12. Anything else the model does not know (im2col TMA, wgmma with A in registers or other types,
-   barrier reductions, calls, textures, ...) raises Unsupported naming the PTX instruction: never
-   a verdict.
+   barrier reductions, calls other than __assertfail, textures, ...) raises Unsupported naming the
+   PTX instruction: never a verdict.
+13. A machine no kernel can tell from an H200: %nsmid reads `sms` (132), %smid the SM the block
+   would get in the launch's first wave, %nctaid / %nclusterid / %clusterid / %cluster_* those of
+   the real grid. `max_blocks` runs a random sample of whole clusters of a larger grid
+   (report.ctaids, report.blocks_total say which ran).
+14. setmaxnreg (ops/setmaxnreg.py): warpgroup-aligned, every warp of the warpgroup executes it
+   (else Hang, as on an H200); .inc draws on the CTA's pool of entry registers x threads.
+15. A failed device-side assert (call __assertfail) and trap: Violation "trap" (CRASH in the
+   grading flow), quoting the condition. cvt to tf32 (.rna/.rn/.rz) rounds exactly on the bits.
 
 Scheduling: the runnable threads at the lowest PC go first. That exposes most orderings a race
 needs, but not all of them: the rules above are checked against the happens-before order (vector
