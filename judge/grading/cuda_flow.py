@@ -159,6 +159,7 @@ def _run_model_case(b, mod, ex, case) -> tuple[list[compare.Comparison], str]:
     for v in outs.values():
         compare.poison(v)
     _launch.model_options = _model_options(mod, ex, case)
+    _launch.last_model_report = None
     try:
         mod.launch(b, case, ins, outs)
     finally:
@@ -540,7 +541,8 @@ def grade(sub, mod) -> Result:
         if early is not None:
             early.checked = checked + early.checked
             return early
-    cases = list(meta.get("cases", {}).get("list", []))
+    rng = np.random.default_rng(_seed())                 # a family in [cases] list is drawn per run too
+    cases = [draw_case(c, rng) for c in meta.get("cases", {}).get("list", [])]
     for i, case in enumerate(cases):
         sub.progress(f"case {i + 1}/{len(cases)}: {_case_name(case)} on {gpu.info().name}")
         try:
