@@ -128,6 +128,9 @@ def test_uses_with_a_counter_asks_for_its_share_of_the_case():
     assert cuda_flow._unused_features(ex, {"dsmem.peer": 300}, {"n": 1001}) == ""
     msg = cuda_flow._unused_features(ex, {"dsmem.peer": 0}, {"n": 1001})
     assert msg.startswith("adds into a peer's slice") and "250.25" in msg
+    ex = _Ex({"wgmma.flops": {"per": "work.flops", "share": 0.9, "what": "wgmma"}})
+    assert cuda_flow._unused_features(ex, {"wgmma.flops": 95}, {}, {"flops": 100}) == ""
+    assert cuda_flow._unused_features(ex, {"wgmma.flops": 10}, {}, {"flops": 100}).startswith("wgmma")
     # the fill share form is unchanged
     ex = _Ex({"cp.async": 0.9})
     assert cuda_flow._unused_features(ex, {"smem_fill.cp.async.bytes": 95, "smem_fill.st.shared.bytes": 5}) == ""

@@ -226,7 +226,7 @@ def _run_model(b, mod, ex, sub, checked) -> Result | None:
                           details=["on the CPU model of the machine (asynchronous copies land as late as the "
                                    "rules allow, shared memory a stage releases is poisoned)"])
         counts = getattr(_launch.last_model_report, "counts", {}) or {}
-        unused = _unused_features(ex, counts, case)
+        unused = _unused_features(ex, counts, case, mod.work(case) if hasattr(mod, "work") else None)
         if unused:
             return Result(Verdict.MISSING_FEATURE, unused, checked=checked,
                           details=[f"case {_case_name(case)}; the instruction is in the SASS, but the work does "
@@ -238,14 +238,15 @@ def _run_model(b, mod, ex, sub, checked) -> Result | None:
     return None
 
 
-def _unused_features(ex, counts: dict, case: dict | None = None) -> str:
+def _unused_features(ex, counts: dict, case: dict | None = None, work: dict | None = None) -> str:
     """exercise.toml [uses], the feature carrying the data, counted by the model as the kernel ran.
 
     `"cp.async" = 0.9`: at least 90 % of the bytes written into shared memory went through that path
     (smem_fill.<path>.bytes in the model's counts; paths: cp.async, tma, st.shared). A feature kept in a
     branch that never runs shows in the SASS; here it counts for nothing.
     `"dsmem.peer" = {per = "n", share = 0.25, what = "..."}`: the model's counter `dsmem.peer` reached at
-    least share x case[per] (or x counts[per] when per names a counter); `what` says what was bypassed.
+    least share x case[per] (x check.work(case)[...] for per = "work.flops" / "work.bytes", x counts[per]
+    when per names a counter); `what` says what was bypassed.
     """
     fills = {k[len("smem_fill."):-len(".bytes")]: v for k, v in counts.items()
              if k.startswith("smem_fill.") and k.endswith(".bytes")}
@@ -253,7 +254,10 @@ def _unused_features(ex, counts: dict, case: dict | None = None) -> str:
     for path, share in ex.meta.get("uses", {}).items():
         if isinstance(share, dict):
             per = share.get("per")
-            base = float((case or {}).get(per, counts.get(per, 0))) if per else 1.0
+            if per and per.startswith("work."):
+                base = float((work or {}).get(per[len("work."):], 0))
+            else:
+                base = float((case or {}).get(per, counts.get(per, 0))) if per else 1.0
             need = float(share.get("share", 1.0)) * base
             got = float(counts.get(path, 0))
             if got < need:
