@@ -9,6 +9,8 @@
     # raises model.Violation (WRONG), model.Hang (HANG), model.Unsupported (cannot judge)
 
 Try it: .venv/bin/python -m pytest tests/test_model.py tests/test_model_ch12.py tests/test_model_ch3.py tests/test_model_ch4.py -q
+        .venv/bin/python -m pytest tests/test_model_ops_alu.py tests/test_model_ops_memory.py \
+            tests/test_model_ops_async.py tests/test_model_rules.py tests/test_model_inventory.py -q
 
 Layout (each module opens with what it does):
     ptx.py        the one PTX reader: kernels, instructions, operands, source lines
@@ -52,7 +54,7 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    must be ordered after every thread of the block (a warp that hands its buffer back through one
    elected lane must __syncwarp() first: the PTX model asks for it, the hardware rarely shows it).
 4. mbarrier (init, arrive, arrive.expect_tx, expect_tx, complete_tx, arrive_drop, try_wait /
-   test_wait with parity or state, inval). PTX: a phase completes when its pending arrival count
+   test_wait with parity or state, inval), with the phase rules of judge.hw.mbarrier. PTX: a phase completes when its pending arrival count
    and its tx-count are both zero; then the parity flips and the counts reset. MODEL: exact counts,
    phases and tx-counts; a TMA load's bytes land only when its phase completes, in a scrambled
    order; before that they read as poison ("tma-read-before-complete"), and a thread that did not
@@ -77,7 +79,8 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    its shared bytes at the latest legal point (the covering wait); a write into them before that is
    "async-read-overwritten"; a thread that exits while its store may still read shared memory is
    "exit-before-bulk-read" (the block's shared memory is released at exit).
-9. wgmma (m64nNk16, .f32 accumulators, .bf16/.f16 operands from shared-memory descriptors, K-major;
+9. wgmma (m64nNk16 .bf16/.f16 and m64nNk32 .e4m3/.e5m2 operands from shared-memory descriptors,
+   .f32 accumulators, K-major;
    operand addresses and the accumulator fragment from judge/hw/wgmma.py). PTX: wgmma.fence before the
    first mma_async and after register writes to its accumulators ("wgmma-fence"); operands are read
    through the async proxy (generic stores need fence.proxy.async: "proxy-fence"); accumulators may

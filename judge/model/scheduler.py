@@ -113,7 +113,11 @@ def _out_of_budget(m, ins):
                [{"thread": int(t), "pc": int(m.pc[t])} for t in live[:8]])
 
 def _everyone_blocked(m):
-    """Nothing can run: a Hang whose message and graph say who waits on what, and what is missing."""
+    """Nothing can run. First the completions the hardware still performs on its own: the copies
+    behind a cp.async.mbarrier.arrive land and arrive (their latest legal moment). If none is left,
+    a Hang whose message and graph say who waits on what, and what is missing."""
+    if completion.flush_cp_async_arrivals(m):
+        return
     graph, lines = [], []
     seen = set()
     for t in np.nonzero(m.alive)[0]:

@@ -247,58 +247,60 @@ class Machine:
         self.sreg["%lanemask_ge"] = (~self.sreg["%lanemask_lt"]).astype(u32)
         self.sreg["%tid"] = self.sreg["%tid.x"]
         self.lt = lt
-        self.regs = {}
+        # -- registers and the scheduler's view of each thread (judge.model.scheduler)
+        self.regs = {}                        # register name -> array of n lanes
         self.pc = np.zeros(n, np.int64)
         self.alive = np.ones(n, bool)
         self.blocked = np.zeros(n, bool)
-        self.block_why = {}                   # thread -> (kind, key)
+        self.block_why = {}                   # thread -> (kind, key): what it waits on, for the Hang
+        self.cur_mask = np.ones(n, bool)      # the threads executing the current instruction
+        self.steps = 0
+        self.cur_pc = 0
+        self.local = np.zeros((n, max(self.local_size, 8)), np.uint8)
+        # -- shared memory, and what the checks know of each 4-byte word (judge.model.checks)
         W = self.smem_size // 4
         self.sm = np.zeros((self.ncta, self.smem_size), np.uint8)
         self.sm[:] = np.frombuffer(np.uint32(POISON32).tobytes() * (self.smem_size // 4), np.uint8)
         self.smw = self.sm.view(np.uint32)
-        self.w_state = np.zeros((self.ncta, W), np.int8)
-        self.w_thread = np.full((self.ncta, W), -1, np.int32)
+        self.w_state = np.zeros((self.ncta, W), np.int8)     # checks.PLAIN, CPA_PENDING, ...
+        self.w_thread = np.full((self.ncta, W), -1, np.int32)  # its last writer (or an mbarrier's column)
         self.w_time = np.zeros((self.ncta, W), np.int64)
         self.w_group = np.zeros((self.ncta, W), np.int32)
         self.w_pc = np.zeros((self.ncta, W), np.int32)
-        # the last time each warp (of the whole cluster) read each shared word, and where
-        self.nwarps = -(-n // 32)
+        self.w_atomic = np.zeros((self.ncta, W), bool)      # last write was an atomic (atomics do not race)
+        self.nwarps = -(-n // 32)             # the last time each warp of the cluster read each word, and where
         self.r_wt = np.zeros((self.ncta, W, self.nwarps), np.int64)
         self.r_pc = np.zeros((self.ncta, W), np.int32)
-        self.bulk_reading = np.zeros((self.ncta, W), np.int16)
-        self.w_atomic = np.zeros((self.ncta, W), bool)      # last write was an atomic (atomics do not race)
+        self.bulk_reading = np.zeros((self.ncta, W), np.int16)   # asynchronous reads still running
         self.remote_t = np.zeros((self.ncta, n), np.int64)  # DSMEM: last access of each thread into block c
         self.cta_done = np.zeros(self.ncta, bool)
-        self.local = np.zeros((n, max(self.local_size, 8)), np.uint8)
+        # -- clocks: happens-before as vector clocks, one column per thread and per mbarrier
         self.VC = np.zeros((n, n + N_MBAR_COLS), np.int64)
         self.gtime = 1
-        # cp.async
+        # -- block barriers and the cluster barrier (ops.barriers, scheduler.release_*)
+        self.bars = {}                        # (cta, id) or ("warp", cta, warp) -> dict(mask, waiters, expected)
+        self.cl_count = np.zeros(n, np.int64)  # cluster-barrier arrivals per thread
+        self.cl_acc = {}                      # cluster phase -> the clocks its arrivals released
+        # -- cp.async (ops.cp_async, completion.land_cp_async)
         self.ncommit = np.zeros(n, np.int64)
         self.cover = np.full(n, -1, np.int64)
         self.last_wait_n = np.full(n, -1, np.int64)
-        self.cpa = []                         # pending copies: dict(threads, words, data, group, pc, cta)
-        # bulk async groups (TMA / bulk stores)
-        self.nbulk = np.zeros(n, np.int64)
-        self.bulk = []                        # pending bulk stores
-        # barriers
-        self.bars = {}                        # (cta, id) -> dict(arrived mask, expected)
-        # mbarriers
-        self.mbars = {}                       # (cta, offset) -> dict
-        self.wg_fence = np.full(n, -1, np.int64)     # wgmma: last wgmma.fence per thread
+        self.cpa = []                         # pending copies: dict(lanes, words, data, group, seq, cta)
+        self.cpa_seq = np.zeros(n, np.int64)
+        self.cpa_arrivals = []                # cp.async.mbarrier.arrive still waiting on copies
+        # -- mbarriers (ops.mbarrier, completion.ModelMbarrier) and TMA / bulk copies (ops.bulk)
+        self.mbars = {}                       # (cta, offset) -> completion.ModelMbarrier
+        self.mbar_by_col = {}                 # vector-clock column -> its mbarrier
+        self.next_col = n
+        self.nbulk = np.zeros(n, np.int64)    # bulk async-groups committed per thread
+        self.bulk = []                        # pending bulk / TMA stores
+        # -- wgmma (ops.wgmma)
+        self.wg_fence = np.full(n, -1, np.int64)     # last wgmma.fence per thread
         self.wg_ncommit = np.zeros(n, np.int64)
         self.wg_ops = []
         self.acc_pending = {}                        # register -> lanes whose wgmma has not completed
         self.acc_names = set()
         self.wg_written = {}
-        self.cur_mask = np.ones(n, bool)
-        self.cpa_seq = np.zeros(n, np.int64)
-        self.cpa_arrivals = []                # cp.async.mbarrier.arrive still waiting on copies
-        self.cl_count = np.zeros(n, np.int64)
-        self.cl_acc = {}
-        self.mbar_by_col = {}
-        self.next_col = n
-        self.steps = 0
-        self.cur_pc = 0
 
     # ------------------------------------------------------------------ registers
     def _store_dtype(self, name, fallback):

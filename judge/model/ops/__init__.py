@@ -4,7 +4,7 @@ Importing this package registers every family with judge.model.registry (longest
 wins). Each family uses the machine's state (judge.model.state), the checks (judge.model.checks),
 the completions (judge.model.completion) and the scheduler (judge.model.scheduler), never another
 family. To add an instruction: write `@op("name") def factory(m, ins) -> run(ins, mask, full)` in
-its family (or a new module listed here) and a test in tests/test_model_ops_<family>.py.
+its family (or a new module in this folder) and a test in tests/test_model_ops_*.py (and a breaking case in tests/test_model_rules.py for a new rule).
 
     alu        add ... fma, setp, selp, mov, bfe, lop3, prmt, shf
     convert    cvt, cvta
@@ -19,9 +19,12 @@ its family (or a new module listed here) and a test in tests/test_model_ops_<fam
     wgmma      wgmma.fence / mma_async / commit_group / wait_group
     setmaxnreg setmaxnreg.inc / dec (warpgroup-aligned, the CTA's register pool)
     calls      call sequences: st.param of a call's arguments, call __assertfail (a failed assert)
-"""
-from judge.model.ops import (alu, barriers, bulk, calls, cluster, control, convert, cp_async,  # noqa: F401
-                             mbarrier, memory, setmaxnreg, warp, wgmma)
 
-FAMILIES = ("alu", "convert", "memory", "control", "barriers", "warp", "cluster", "cp_async", "mbarrier",
-            "bulk", "wgmma", "setmaxnreg", "calls")
+A module added to this folder registers itself: every module here but `common` is imported below.
+"""
+import importlib
+import pkgutil
+
+FAMILIES = tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name != "common"))
+for _name in FAMILIES:
+    importlib.import_module(f"{__name__}.{_name}")

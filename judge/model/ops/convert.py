@@ -1,10 +1,5 @@
 """judge.model.ops.convert - cvt (number formats) and cvta (address windows).
 
-tf32 (PTX ISA, cvt: `cvt.frnd{.relu}{.satfinite}.tf32.f32 d, a`): a float32 rounded to 1 sign, 8
-exponent and 10 mantissa bits, kept in a .b32 register as a float32 bit pattern whose low 13 bits are
-zero; .rna rounds to nearest with ties away from zero, .rn to nearest even, .rz towards zero; NaN stays
-NaN; .satfinite turns an infinite result into the largest finite tf32 of its sign. Done on the bits.
-
 Registered with judge.model.registry; tested by tests/test_model_ops_alu.py. Conversions to a
 narrower float round to nearest even unless the instruction names another mode; float -> integer
 conversions saturate and map NaN to 0 (PTX: cvt to an integer type is saturating for floats).
@@ -21,7 +16,10 @@ from judge.model.state import DT, SHARED_BASE
 
 @op("cvt")
 def cvt(m, ins):
-    """cvt between integer and float types (rounding modifiers .rn/.rz/.rm/.rp and .rni/... for integers), and the packing forms cvt.rn.f16x2/bf16x2.f32."""
+    """cvt between integer and float types (rounding modifiers .rn/.rz/.rm/.rp and .rni/... for integers), the
+    packing forms cvt.rn.f16x2/bf16x2.f32, and cvt.{rna,rn,rz}(.satfinite).tf32.f32."""
+    if "tf32" in ins.parts:
+        return _to_tf32(m, ins)
     tys = types(ins.parts)
     if len(tys) < 2:
         raise Unsupported(ins.op)
@@ -111,50 +109,34 @@ def cvta(m, ins):
     return convert_address
 
 
-# ---------------------------------------------------------------------------- tf32
-KEEP = np.uint32(0xFFFFE000)
-TF32_MAX = np.uint32(0x7F7FE000)  # the largest finite tf32
-
-
-def round_tf32(bits: np.ndarray, mode: str, satfinite: bool = False) -> np.ndarray:
-    """float32 bit patterns -> tf32 bit patterns (as float32 bits), rounding `mode` rna | rn | rz."""
-    b = np.asarray(bits, np.uint32)
-    sign, mag = b & np.uint32(0x80000000), b & np.uint32(0x7FFFFFFF)
-    nan = mag > np.uint32(0x7F800000)
-    inf = mag == np.uint32(0x7F800000)
-    if mode == "rna":
-        r = (mag + np.uint32(0x1000)) & KEEP
-    elif mode == "rn":
-        r = (mag + np.uint32(0xFFF) + ((mag >> np.uint32(13)) & np.uint32(1))) & KEEP
-    elif mode == "rz":
-        r = mag & KEEP
-    else:
-        raise ValueError(mode)
-    if satfinite:
-        r = np.where(r >= np.uint32(0x7F800000), TF32_MAX, r)
-    r = np.where(inf, (TF32_MAX if satfinite else np.uint32(0x7F800000)), r)
-    out = sign | r.astype(np.uint32)
-    return np.where(nan, np.uint32(0x7FFFFFFF), out).astype(np.uint32)
-
-
-@op("cvt.rna.tf32", "cvt.rn.tf32", "cvt.rz.tf32", "cvt.rna.satfinite.tf32", "cvt.rn.satfinite.tf32",
-    "cvt.rz.satfinite.tf32", "cvt.rn.relu.tf32", "cvt.rz.relu.tf32", "cvt.rn.relu.satfinite.tf32",
-    "cvt.rz.relu.satfinite.tf32")
-def cvt_tf32(m, ins):
-    """cvt.{rna,rn,rz}{.relu}{.satfinite}.tf32.f32: a float32 rounded to tf32 (10 mantissa bits)."""
+def _to_tf32(m, ins):
+    """cvt.rna/.rn/.rz(.satfinite).tf32.f32 d, a: a float32 rounded to tf32 (1 sign, 8 exponent and 10
+    mantissa bits), returned as the 32-bit pattern of a float32 whose low 13 bits are zero. PTX
+    (cvt, .tf32 destination): .rna rounds to nearest with ties away from zero, .rn to nearest even,
+    .rz toward zero; .satfinite turns an infinity or an overflow into the largest finite tf32 of
+    that sign; NaN gives NaN."""
     p = ins.parts
-    if p[-1] != "f32" or len(ins.args) != 2:
-        raise Unsupported(ins.op, "tf32 conversions from .f32 only")
-    mode = p[1]
-    sat, relu = "satfinite" in p, "relu" in p
+    mode = "rna" if "rna" in p else "rn" if "rn" in p else "rz" if "rz" in p else None
+    if mode is None or p[-1] != "f32" or len(ins.args) != 2:
+        raise Unsupported(ins.op, "cvt to tf32 from f32 with .rna, .rn or .rz")
+    satfinite = "satfinite" in p
     d, a = ins.args
+    low = np.uint64(0x1FFF)
 
-    def to_tf32(ins, mask, full):
-        x = np.broadcast_to(np.asarray(m.rd(a, "f32", ins), np.float32), (m.n,))
-        bits = x.view(np.uint32)
-        r = round_tf32(bits, mode, sat)
-        if relu:                                   # negative results become +0; NaN stays NaN
-            r = np.where(((r >> np.uint32(31)) == 1) & (r != np.uint32(0x7FFFFFFF)), np.uint32(0), r)
-        m.counts["cvt.tf32"] += int(np.count_nonzero(mask))
-        m.wr(d, r.astype(np.uint32), mask, full)
-    return to_tf32
+    def round_to_tf32(ins, mask, full):
+        u = np.broadcast_to(np.asarray(m.rd(a, "b32", ins)), (m.n,)).astype(np.uint64)
+        sign, mag = u & np.uint64(0x80000000), u & np.uint64(0x7FFFFFFF)
+        finite = mag < np.uint64(0x7F800000)
+        if mode == "rna":
+            r = mag + np.uint64(0x1000)
+        elif mode == "rn":
+            r = mag + np.uint64(0xFFF) + ((mag >> np.uint64(13)) & np.uint64(1))
+        else:
+            r = mag
+        r &= ~low
+        if satfinite:
+            r = np.where(r >= np.uint64(0x7F800000), np.uint64(0x7F7FE000), r)
+            r = np.where(mag == np.uint64(0x7F800000), np.uint64(0x7F7FE000), r)
+        r = np.where(finite, r, np.where(mag == np.uint64(0x7F800000), mag, np.uint64(0x7FFFFFFF)))
+        m.wr(d, (sign | r).astype(np.uint32), mask, full)
+    return round_to_tf32

@@ -1,8 +1,8 @@
 """judge.model.ops.wgmma - warpgroup MMA: wgmma.fence, mma_async (shared-memory descriptors), commit_group, wait_group.
 
-Registered with judge.model.registry; tested by tests/test_model_ops_wgmma.py and tests/test_model_ch4.py. The operand addresses and the accumulator fragment come from
+Registered with judge.model.registry; tested by tests/test_model_ops_async.py and tests/test_model_ch4.py. The operand addresses and the accumulator fragment come from
 judge/hw/wgmma.py (descriptor decode, operand_address, fragment_coord), the course's own model of the
-PTX ISA tables. Supported: .m64nNk16 with .f32 accumulators and .bf16 / .f16 operands, both from
+PTX ISA tables. Supported: .m64nNk16 (.bf16 / .f16) and .m64nNk32 (.e4m3 / .e5m2) with .f32 accumulators, both from
 shared memory (descriptors), K-major (imm-trans 0), scale-a/b +-1, scale-d immediate or predicate.
 Anything else raises Unsupported.
 
@@ -38,12 +38,21 @@ def _warpgroups(m, ins, mask):
     return out
 
 
-def _elem(parts):
-    if "bf16" in parts:
-        import ml_dtypes
-        return ml_dtypes.bfloat16
-    if parts.count("f16") >= 2:
-        return np.float16
+def _operand_types(parts):
+    """(A element type, B element type, K) of an mma_async, or None for forms the model lacks:
+    .bf16.bf16 / .f16.f16 with K = 16, .e4m3 / .e5m2 (any pair) with K = 32 (PTX: wgmma .kind of the
+    dense f16 and f8 forms)."""
+    import ml_dtypes
+    fp8 = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
+    tys = [x for x in parts if x in ("bf16", "f16", "e4m3", "e5m2")]
+    if len(tys) != 2:
+        return None
+    if tys == ["bf16", "bf16"]:
+        return ml_dtypes.bfloat16, ml_dtypes.bfloat16, 16
+    if tys == ["f16", "f16"]:
+        return np.float16, np.float16, 16
+    if tys[0] in fp8 and tys[1] in fp8:
+        return fp8[tys[0]], fp8[tys[1]], 32
     return None
 
 
@@ -80,12 +89,16 @@ def wait_group(m, ins):
 
 @op("wgmma.mma_async")
 def mma_async(m, ins):
-    """wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}: D = A B^T (+ D), operands by descriptor."""
+    """wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16} and .m64nNk32.f32.{e4m3,e5m2}: D = A B^T (+ D),
+    operands by descriptor, products exact and the sum rounded to f32 once at completion."""
     p = ins.parts
     shape = next((x for x in p if x.startswith("m64n")), None)
-    el = _elem(p)
-    if shape is None or not shape.endswith("k16") or el is None or "f32" not in p or "sp" in p:
-        raise Unsupported(ins.op, "wgmma shapes other than .m64nNk16.f32.bf16.bf16 / .f16.f16")
+    kinds = _operand_types(p)
+    if shape is None or kinds is None or not shape.endswith(f"k{kinds[2]}") or p[p.index(shape) + 1] != "f32" \
+            or "sp" in p:
+        raise Unsupported(ins.op, "wgmma forms other than .m64nNk16.f32.bf16.bf16 / .f16.f16 and "
+                                  ".m64nNk32.f32 with e4m3 / e5m2 operands")
+    el_a, el_b, K = kinds
     n = int(shape[4:shape.index("k")])
     dvec, da, db = ins.args[0], ins.args[1], ins.args[2]
     if dvec.kind != "vec" or len(dvec.items) != n // 2:
@@ -101,18 +114,19 @@ def mma_async(m, ins):
         raise Unsupported(ins.op, "transposed (MN-major) wgmma operands")
     names = [o.name for o in dvec.items]
     rows = np.arange(64)[:, None]
-    ks = np.arange(16)[None, :]
+    ks = np.arange(K)[None, :]
     nrows = np.arange(n)[:, None]
     frag = np.array([[_wg.fragment_coord(t, i, n) for i in range(n // 2)] for t in range(128)])   # (128, n/2, 2)
 
-    def operand(desc, R, lanes, c, what):
-        addr = np.asarray(_wg.operand_address(desc, R, ks), np.int64)           # byte address of [row][k]
-        if (addr + 2 > m.smem_size - 16).any():
+    def operand(desc, R, lanes, c, what, el):
+        eb = np.dtype(el).itemsize
+        addr = np.asarray(_wg.operand_address(desc, R, ks, elem_bytes=eb), np.int64)   # byte address of [row][k]
+        if (addr + eb > m.smem_size - 16).any():
             m.fail("shared-bounds", ins, f"wgmma operand {what} (descriptor {desc:#018x}) reaches past shared memory")
             raise checks.abort(m, "shared-bounds", ins, "wgmma operand out of shared memory")
         words = np.unique(addr // 4)
         checks.check_store_source(m, ins, int(lanes[0]), c, words, f"wgmma operand {what} read (async proxy)")
-        raw = m.sm[c, addr[..., None] + np.arange(2)].copy()
+        raw = m.sm[c, addr[..., None] + np.arange(eb)].copy()
         return raw.view(el)[..., 0].astype(np.float64), words
 
     def multiply_accumulate(ins, mask, full):
@@ -133,8 +147,8 @@ def mma_async(m, ins):
             except ValueError as e:
                 m.fail("wgmma-descriptor", ins, f"a malformed wgmma descriptor: {e}")
                 raise checks.abort(m, "wgmma-descriptor", ins, str(e)) from None
-            A, wa = operand(dA, rows, lanes, c, "A")
-            B, wb = operand(dB, nrows, lanes, c, "B")
+            A, wa = operand(dA, rows, lanes, c, "A", el_a)
+            B, wb = operand(dB, nrows, lanes, c, "B", el_b)
             prod = (sa * A) @ (sb * B).T                                       # (64, n)
             sd = scale_d_op
             if sd.kind in ("imm",):
@@ -171,7 +185,7 @@ def mma_async(m, ins):
                 pm = m.acc_pending.setdefault(nm, np.zeros(m.n, bool))
                 pm[lanes] = True
             m.counts["wgmma"] += 1
-            m.counts["wgmma.flops"] += 2 * 64 * n * 16
+            m.counts["wgmma.flops"] += 2 * 64 * n * K
             m.event("wgmma", thread=t0, n=n)
     return multiply_accumulate
 
