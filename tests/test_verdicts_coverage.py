@@ -45,7 +45,6 @@ FILES = _files()
 KNOWN_GAPS = {
     "chapters/02_tma/tensormap_replace.cu": "tensormap.replace and tensormap.cp_fenceproxy (a tensor map "
                                             "edited on the device) are not modelled",
-    "chapters/04_wgmma/gemm_fp8.cu": "wgmma.mma_async with FP8 (.e4m3, k32) operands is not modelled",
 }
 
 
