@@ -35,7 +35,7 @@ def st_param(m, ins):
     ty = types(ins.parts)[-1] if types(ins.parts) else "b64"
     dst, src = ins.args[:2]
     name = dst.name
-    if dst.kind != "addr" or dst.value != 0 or (name in m.sym and m.sym_space.get(name) == "param"):
+    if dst.kind != "addr" or dst.value != 0 or name in {prm[0] for prm in m.k.params}:
         raise Unsupported(ins.op, "a store into a kernel parameter")
 
     def record_argument(ins, mask, full):
