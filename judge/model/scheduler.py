@@ -160,6 +160,9 @@ def _everyone_blocked(m):
                       f"{m.block_why.get(int(missing[0]), ('?',))[0]})" if len(missing) else ""))
             graph.append({"waiters": who.tolist(), "on": "barrier.cluster", "phase": key,
                           "missing": missing.tolist()})
+        elif kind in m.wait_descriptions:           # a family's own wait (e.g. setmaxnreg)
+            msg = m.wait_descriptions[kind](m, key, who)
+            graph.append({"waiters": who.tolist(), "on": kind, "key": list(key)})
         else:
             msg = f"{len(who)} threads blocked ({kind})"
             graph.append({"waiters": who.tolist(), "on": kind})

@@ -47,11 +47,15 @@ class Machine:
     """One launch's machine: the module's memory and parameters, and one cluster's threads at a time."""
 
     def __init__(self, module, kernel, *, grid, block, cluster, args, shared_bytes, budget,
-                 strict, seed, source_name):
+                 strict, seed, source_name, sms=132, entry_registers=0):
         self.mod, self.k = module, kernel
+        self.sms = int(sms)                              # %nsmid: the target GPU's SMs (132: an H200)
+        self.entry_registers = int(entry_registers or 0)  # ptxas's count at entry (setmaxnreg's pool)
+        self.wait_descriptions = {}  # block_why kind -> fn(m, key, who) -> the line a Hang says for it
         self.grid, self.block, self.cluster = grid, block, cluster
         self.strict, self.budget = strict, budget
         self.rng = np.random.default_rng(seed)
+        self.gridid = int(self.rng.integers(1, 1 << 20))
         self.counts = Counter()
         self.timeline = []
         self.violations = []
@@ -231,6 +235,12 @@ class Machine:
             "%lanemask_lt": ((np.uint64(1) << (lt % 32).astype(np.uint64)) - np.uint64(1)).astype(u32),
             "%lanemask_le": ((np.uint64(2) << (lt % 32).astype(np.uint64)) - np.uint64(1)).astype(u32),
             "%lanemask_eq": (np.uint64(1) << (lt % 32).astype(np.uint64)).astype(u32),
+            # the target GPU's own values (an H200 has 132 SMs), so that no kernel can tell the model by
+            # them; %smid: the SM the block would get in the launch's first wave, handed out in order of
+            # the blocks' linear index (a cluster's blocks on neighbouring SMs)
+            "%nsmid": np.full(n, self.sms, u32),
+            "%smid": ((((oz + crz) * self.grid[1] + (oy + cry)) * self.grid[0] + (ox + crx)) % self.sms).astype(u32),
+            "%gridid": np.full(n, self.gridid, np.uint64),
             "%dynamic_smem_size": np.full(n, self.smem_size - self.static_smem - 16, u32),
             "%total_smem_size": np.full(n, self.smem_size, u32),
         }
@@ -535,7 +545,34 @@ class Machine:
                           f"{self.where(ins)}, after every thread of that block exited: its shared memory is "
                           f"gone. A cluster barrier (cluster.sync()) before the owner exits keeps it alive")
             self.remote_t[cta[far], lanes[far]] = self.gtime
+        if self.ncta > 1 and ins.parts[0] in ("st", "atom", "red"):
+            peer = int(np.count_nonzero(cta != self.cta[lanes]))
+            if peer:                 # the feature carrying the data: writes that reach another block
+                self.counts["dsmem.peer"] += peer
         return cta, off
+
+    # ------------------------------------------------------------------ waiting (instruction families)
+    def wait_on(self, lanes, why):
+        """Threads `lanes` wait; `why` = (kind, key) as the scheduler reports it in a Hang."""
+        self.blocked[lanes] = True
+        for t in np.atleast_1d(lanes):
+            self.block_why[int(t)] = why
+
+    def release(self, lanes, why):
+        """Threads of `lanes` that wait for `why` go on."""
+        for t in np.atleast_1d(lanes):
+            if self.block_why.get(int(t)) == why:
+                self.blocked[t] = False
+                del self.block_why[int(t)]
+
+    def wg_rows(self, c, w):
+        """The threads of warpgroup w (128 consecutive threads) of block rank c."""
+        lo = c * self.nthr_cta + 128 * w
+        return np.arange(lo, min(lo + 128, (c + 1) * self.nthr_cta))
+
+    def cta_suffix(self, c):
+        """' of block rank c' in a cluster of several blocks, else ''."""
+        return f" of block rank {c}" if self.ncta > 1 else ""
 
 
     def words_of(self, off, w):
