@@ -87,6 +87,13 @@ class Cases:
 
 
 @dataclass(frozen=True)
+class ModelRun:
+    """[model]: how the CPU model runs a GPU exercise's cases beyond their launch."""
+    max_blocks: int = 0          # above this many blocks, a random sample of whole clusters (needs check.owned)
+    sms: int = 132               # %nsmid the kernel reads (the target GPU's SM count: an H200 has 132)
+
+
+@dataclass(frozen=True)
 class Timing:
     """[timing]: the timed case (its output is checked too) and the ceiling it is a fraction of."""
     case: dict                   # the size that is timed
@@ -161,6 +168,7 @@ class Exercise:
     cases: Cases = field(default_factory=Cases, metadata=_table(Cases))
     uses: dict = field(default_factory=dict)       # path -> least share of shared-memory fills through it
     carries: dict = field(default_factory=dict)    # feature -> least share of the output's bytes it produced
+    model: ModelRun = field(default_factory=ModelRun, metadata=_table(ModelRun))
     timing: Timing | None = field(default=None, metadata=_table(Timing))
     tiers: Tiers = field(default_factory=Tiers, metadata=_table(Tiers))
     tolerance: Tolerance = field(default_factory=Tolerance, metadata=_table(Tolerance))
