@@ -127,6 +127,8 @@ def _show(v, limit: int = 160) -> str:
             f"array(shape={v.shape}, dtype={v.dtype}: {body})"
     elif isinstance(v, (np.integer, np.floating)):
         text = f"{type(v).__name__}({v.item()!r})"
+    elif type(v).__str__ is not object.__str__ and type(v).__module__ not in ("builtins", "numpy"):
+        text = str(v)                         # the judge's own objects (a Plan, ...) say what they are
     else:
         text = repr(v)
     text = " ".join(text.split())
