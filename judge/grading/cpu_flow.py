@@ -53,7 +53,7 @@ import numpy as np
 from judge.grading.result import Result, Stop, Verdict
 from judge.grading.submission import learner_error
 
-BUDGET_S = 3.0          # seconds of drawn inputs (and their shrinking) for a whole check
+BUDGET_S = 2.0          # seconds of drawn inputs (and their shrinking) for a whole check
 EXAMPLES = 150          # drawn inputs per function unless the Function says otherwise
 SEED_ENV = "JUDGE_SEED"
 
@@ -88,7 +88,8 @@ class Function:
     edges: the statement's edge cases, each called directly before any drawn input;
     compare(got, want) -> None when right, else what differs in words (default: same());
     validate(call, got) -> None or what is wrong, run before compare (types, shapes, rules that
-        hold whatever the expected value is); call is an Args;
+        hold whatever the expected value is); call is an Args. Both may return (Verdict, text)
+        instead of a text where the wrong answer has another verdict than WRONG (e.g. HANG);
     explain(call, got, want) -> a line or lines: the rule the wrong answer breaks (the exercise's own);
     raises: for a call where the reference raises this exception type, the learner must raise it
         too (its message containing the reference's first word, e.g. 'contiguous: ...').
@@ -330,8 +331,11 @@ class Run:
         if not problem:
             problem = (fn.compare or same)(got, want)
         if problem:
+            verdict = Verdict.WRONG
+            if isinstance(problem, tuple):          # (Verdict.HANG, "...") where the wrong answer would hang
+                verdict, problem = problem
             why = _lines(fn.explain(call, got, want)) if fn.explain else []
-            raise _Failure(Result(Verdict.WRONG, f"{text}: {problem}", details=why + where))
+            raise _Failure(Result(verdict, f"{text}: {problem}", details=why + where))
 
     def edge_cases(self, fn: Function) -> None:
         for e in fn.edges:
@@ -387,13 +391,19 @@ def run(sub, functions: list[Function], *, checked: list[str] | None = None, not
     """Grade every function of the statement: its edge cases, then drawn inputs. The Result."""
     r = Run(sub, [f.name for f in functions], seed)
     drawn_total = [f for f in functions if f.args is not None and f.examples > 0]
+    left, spent = len(drawn_total), 0.0
     try:
-        for i, fn in enumerate(functions):
+        for fn in functions:
             sub.progress(f"{fn.name}: {len(fn.edges)} cases of the statement")
             r.edge_cases(fn)
             if fn in drawn_total:
                 sub.progress(f"{fn.name}: inputs drawn with seed {r.seed}")
-                r.drawn_inputs(fn, BUDGET_S / len(drawn_total))
+                t0 = time.monotonic()
+                try:      # a share of what is left: time a quick function leaves goes to the next ones
+                    r.drawn_inputs(fn, (BUDGET_S - spent) / left)
+                finally:
+                    spent += time.monotonic() - t0
+                    left -= 1
     except _Failure as f:
         res = f.result
         if note:
