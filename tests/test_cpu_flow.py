@@ -156,7 +156,7 @@ def test_a_refusal_the_reference_makes_must_be_made_naming_its_rule():
         if n % 3:
             raise ValueError(f"divides: {n} is not a multiple of 3")
         return n // 3
-    fn = lambda **kw: flow.Function("third", reference=ref, raises=ValueError,  # noqa: E731
+    fn = lambda **kw: flow.Function("third", reference=ref, raises=ValueError, must_name=True,  # noqa: E731
                                     args=st.tuples(st.integers(0, 100)), edges=[(3,), (4,)], **kw)
     good = FakeSub(third=lambda n: n // 3 if n % 3 == 0 else (_ for _ in ()).throw(ValueError("divides: no")))
     assert flow.run(good, [fn()], seed=2).verdict == Verdict.PASS

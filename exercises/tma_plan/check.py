@@ -174,7 +174,7 @@ def explain(call, got, want):
 
 
 def check(sub):
-    fn = flow.Function("plan", reference=reference, raises=ValueError, args=tiles(), examples=120,
+    fn = flow.Function("plan", reference=reference, raises=ValueError, must_name=True, args=tiles(), examples=120,
                        edges=[flow.Edge(c[1:], c[0]) for c in CASES],
                        validate=validate, compare=lambda got, want: None, explain=explain)
     return flow.run(sub, [fn], checked=["plans: judge.hw.tma's rules, every byte of the tile once and in order "

@@ -92,7 +92,8 @@ class Function:
         instead of a text where the wrong answer has another verdict than WRONG (e.g. HANG);
     explain(call, got, want) -> a line or lines: the rule the wrong answer breaks (the exercise's own);
     raises: for a call where the reference raises this exception type, the learner must raise it
-        too (its message containing the reference's first word, e.g. 'contiguous: ...').
+        too; with must_name, its message must contain the word before the first ':' of the
+        reference's (the rule's name, e.g. 'contiguous: ...').
     """
     name: str
     reference: Callable
@@ -102,6 +103,7 @@ class Function:
     validate: Callable | None = None
     explain: Callable | None = None
     raises: type | None = None
+    must_name: bool = False
     examples: int = EXAMPLES
 
 
@@ -252,12 +254,21 @@ def call_text(fn: Function | str, call: Args, reference: Callable | None = None)
     return f"{name}({', '.join(parts)})"
 
 
-class _Failure(Exception):
-    """One wrong answer: the Result it ends the check with."""
+@dataclass
+class Failed:
+    """The call that ended a check: given to run()'s `after` hook (e.g. to draw the wrong answer)."""
+    function: str
+    call: Args
+    got: Any = None
+    want: Any = None
 
-    def __init__(self, result: Result):
+
+class _Failure(Exception):
+    """One wrong answer: the Result it ends the check with (and the call, for run()'s `after`)."""
+
+    def __init__(self, result: Result, failed: Failed | None = None):
         super().__init__(result.message)
-        self.result = result
+        self.result, self.failed = result, failed
 
 
 class _OutOfTime(BaseException):
@@ -297,6 +308,14 @@ class Run:
     def attempt(self, fn: Function, call: Args, *, edge: Edge | None = None) -> None:
         """Call the learner's fn once and compare; raise _Failure with the finished Result when wrong."""
         try:
+            self._attempt(fn, call, edge)
+        except _Failure as f:
+            if f.failed is None:
+                f.failed = Failed(fn.name, call)
+            raise
+
+    def _attempt(self, fn: Function, call: Args, edge: Edge | None) -> None:
+        try:
             want = fn.reference(*copy.deepcopy(call.args), **copy.deepcopy(call.kwargs))
             ref_error = None
         except Exception as e:  # noqa: BLE001 - sorted below: an expected refusal, or a judge defect
@@ -312,7 +331,7 @@ class Run:
         except Exception as e:  # noqa: BLE001 - the learner's error, reported with its line
             if ref_error is not None and isinstance(e, fn.raises):
                 word = str(ref_error).split(":")[0].strip()
-                if word.lower() in str(e).lower():
+                if not fn.must_name or word.lower() in str(e).lower():
                     return
                 raise _Failure(Result(Verdict.WRONG, f"{text} raised {type(e).__name__}('{e}'), which does not "
                                       f"name the broken rule: expected a message containing '{word}' "
@@ -335,7 +354,8 @@ class Run:
             if isinstance(problem, tuple):          # (Verdict.HANG, "...") where the wrong answer would hang
                 verdict, problem = problem
             why = _lines(fn.explain(call, got, want)) if fn.explain else []
-            raise _Failure(Result(verdict, f"{text}: {problem}", details=why + where))
+            raise _Failure(Result(verdict, f"{text}: {problem}", details=why + where),
+                           Failed(fn.name, call, got, want))
 
     def edge_cases(self, fn: Function) -> None:
         for e in fn.edges:
@@ -387,8 +407,11 @@ class Run:
 
 
 def run(sub, functions: list[Function], *, checked: list[str] | None = None, note: str = "",
-        seed: int | None = None) -> Result:
-    """Grade every function of the statement: its edge cases, then drawn inputs. The Result."""
+        seed: int | None = None, after: Callable | None = None) -> Result:
+    """Grade every function of the statement: its edge cases, then drawn inputs. The Result.
+
+    after(result, failed, run): called last, with the Failed call (None on a PASS) and the Run (its
+    .mod is the learner's module); it may add figures or details to the result."""
     r = Run(sub, [f.name for f in functions], seed)
     drawn_total = [f for f in functions if f.args is not None and f.examples > 0]
     left, spent = len(drawn_total), 0.0
@@ -405,17 +428,20 @@ def run(sub, functions: list[Function], *, checked: list[str] | None = None, not
                     spent += time.monotonic() - t0
                     left -= 1
     except _Failure as f:
-        res = f.result
+        res, failed = f.result, f.failed
         if note:
             res.details.append(note)
         res.checked = list(checked or [])
-        return res
-    names = ", ".join(f.name for f in functions)
-    msg = (f"{names}: right on {r.edges} cases of the statement and {r.drawn} inputs drawn with seed {r.seed}")
-    return Result(Verdict.PASS, msg + (f"; {note}" if note else ""),
-                  checked=list(checked or []) + [f"{f.name}: {len(f.edges)} listed cases"
-                                                 + (", drawn inputs" if f in drawn_total else "")
-                                                 for f in functions])
+    else:
+        names = ", ".join(f.name for f in functions)
+        msg = f"{names}: right on {r.edges} cases of the statement and {r.drawn} inputs drawn with seed {r.seed}"
+        res, failed = Result(Verdict.PASS, msg + (f"; {note}" if note else ""),
+                             checked=list(checked or []) + [f"{f.name}: {len(f.edges)} listed cases"
+                                                            + (", drawn inputs" if f in drawn_total else "")
+                                                            for f in functions]), None
+    if after is not None:
+        after(res, failed, r)
+    return res
 
 
 def call(sub_or_run, fn_name: str, *args, **kwargs):
