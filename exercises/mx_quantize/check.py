@@ -34,6 +34,9 @@ RULES = {
     "saturate": "an element beyond the format's max after scaling saturates to +-max (448 for E4M3, 6 for E2M1); "
                 "the floor rule makes that happen",
     "pack": "byte i = code[2i] in bits 0-3 | code[2i+1] in bits 4-7",
+    "double": "the value to round lies just off a tie: a float64 cast through ml_dtypes is rounded to float32 first, "
+              "lands on the tie and goes to even (double rounding); the rule rounds once, exactly: round in float64, "
+              "then encode",
     "sign": "an element's code carries the sign of x, zeros included: -0.0, or a negative x that rounds to 0, is the "
             "negative zero (0x80 in E4M3, 0x8 in E2M1); NaN/Inf blocks and NVFP4 blocks of scale 0 hold code 0",
 }
@@ -85,6 +88,20 @@ def _first_difference(name, x, got):
     return None
 
 
+def _double_rounded(v: float, fmt: str) -> bool:
+    """Whether rounding v through float32 first (what ml_dtypes does with a float64) changes its rounding."""
+    return bool(F.round_to_element(v, fmt) != F.round_to_element(float(np.float32(v)), fmt))
+
+
+def _nvfp4_values(x, i):
+    """(amax_block / 6 / ts, the block's scale value * ts) of NVFP4 block i, in float64 as the rule computes them."""
+    n = F.nvfp4_quantize(x)
+    ts = np.float64(n.tensor_scale)
+    blk = np.asarray(x[i * 16:(i + 1) * 16], dtype=np.float64)
+    amax = float(np.max(np.abs(np.where(np.isfinite(blk), blk, 0.0))))
+    return amax / 6.0 / ts, float(F.decode(n.scales[i], "e4m3")) * ts
+
+
 def _describe(name, key, x, i, got, want):
     size = _block_size(name)
     if key == "scales":
@@ -99,6 +116,8 @@ def _describe(name, key, x, i, got, want):
             what = f"amax {amax!r}"
             if _below_power_of_two(amax) and name != "quantize_nvfp4" and got == want + 1:
                 rules.append("log2")
+            if name == "quantize_nvfp4" and _double_rounded(_nvfp4_values(x, i)[0], "e4m3"):
+                rules.append("double")
         return (f"scale of block {i} (elements {i * size}..{(i + 1) * size - 1}, {what}) is {got}, expected {want}",
                 rules)
     if key == "packed":
@@ -124,7 +143,11 @@ def _element_rules(name, x, i, fmt):
     if not np.isfinite(blk).all():
         return ["nonfinite"]
     rules = ["round"]
-    if name != "quantize_nvfp4":
+    if name == "quantize_nvfp4":
+        _, scale = _nvfp4_values(x, i // size)
+        if scale > 0 and _double_rounded(float(x[i]) / scale, fmt):
+            rules.append("double")
+    else:
         amax = float(np.max(np.abs(blk)))
         if amax > 0 and abs(float(x[i])) / 2.0 ** int(F.scale_exponent(amax, fmt)) > F.ELEMENTS[fmt].max:
             rules = ["saturate"]
@@ -141,7 +164,7 @@ def _validate(name):
 def _explain(name):
     def explain(call, got, want):
         d = _first_difference(name, call.args[0], got)
-        return [f"the rule: {RULES[k]}" for k in (d[1] if d else [])]
+        return [RULES[k] if k == "double" else f"the rule: {RULES[k]}" for k in (d[1] if d else [])]
     return explain
 
 
@@ -173,6 +196,9 @@ def _cases():
     negz = np.zeros(64)
     negz[:32] = -0.0                                  # a zero block of negative zeros
     negz[32:35] = [1.0, -1e-6, -0.0]                  # a negative value that rounds to zero, and a -0.0
+    off_tie = np.zeros(64)                            # NVFP4: 2.375 / 6 / float32(448 / 2688) lies just below
+    off_tie[0], off_tie[16] = 448.0, 2.375            # the E4M3 tie 2.375: exactly, 2.25; through float32, 2.5
+    off_tie[32:48] = [448.0, 2.5 * 448 / 6 * (1 + 2.0 ** -22)] + [0.0] * 14
     wide = np.concatenate([rng.standard_normal(32) * s for s in (1e-30, 1e30, 3e-39, 1e38, 1e-3)])
     return [
         ("FP4 ties", "round", _pad(fp4_ties)),
@@ -187,6 +213,7 @@ def _cases():
         ("an all-zero tensor", "nvfp4", np.zeros(64)),
         ("subnormals", "round", sub),
         ("negative zeros", "sign", negz),
+        ("an NVFP4 block scale just off an E4M3 tie", "double", off_tie),
         ("wide range", "scale", wide),
         ("random normal", "round", rng.standard_normal(1024)),
         ("heavy tails", "round", rng.standard_t(3, 1024)),
