@@ -93,7 +93,9 @@ class Function:
     explain(call, got, want) -> a line or lines: the rule the wrong answer breaks (the exercise's own);
     raises: for a call where the reference raises this exception type, the learner must raise it
         too; with must_name, its message must contain the word before the first ':' of the
-        reference's (the rule's name, e.g. 'contiguous: ...').
+        reference's (the rule's name, e.g. 'contiguous: ...');
+    refusal(call, learner_exc, reference_exc) -> None or what is wrong with the learner's refusal
+        (replaces must_name where the exercise judges the message itself).
     """
     name: str
     reference: Callable
@@ -104,6 +106,7 @@ class Function:
     explain: Callable | None = None
     raises: type | None = None
     must_name: bool = False
+    refusal: Callable | None = None
     examples: int = EXAMPLES
 
 
@@ -330,6 +333,12 @@ class Run:
             got = getattr(self.mod, fn.name)(*call.args, **call.kwargs)
         except Exception as e:  # noqa: BLE001 - the learner's error, reported with its line
             if ref_error is not None and isinstance(e, fn.raises):
+                if fn.refusal is not None:
+                    problem = fn.refusal(call, e, ref_error)
+                    if not problem:
+                        return
+                    raise _Failure(Result(Verdict.WRONG, f"{text} raised {type(e).__name__}('{e}'): {problem}",
+                                          details=where)) from None
                 word = str(ref_error).split(":")[0].strip()
                 if not fn.must_name or word.lower() in str(e).lower():
                     return
