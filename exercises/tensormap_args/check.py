@@ -115,8 +115,9 @@ def refusal(call, learner_exc, reference_exc):
     allowed = set(broken) | {m for r in broken for m in MAY_ALSO_NAME.get(r, ())}
     others = [r for r in named if r not in allowed]
     if others:
-        return (f"names rules this call does not break too ({', '.join(repr(o) for o in others)}): the message "
-                f"must name the rule the tensor or box breaks ({', '.join(repr(r) for r in broken)}), and no other")
+        return (f"names other rules too ({', '.join(repr(o) for o in others)}), which this call does not break: "
+                f"the message must name the rule the tensor or box breaks ({', '.join(repr(r) for r in broken)}), "
+                f"and no other")
     return None
 
 
