@@ -25,10 +25,12 @@ What run() does, for each function in order:
   3. writes the failure out: the call with its arguments named, got vs expected (the first
      differing element of a structure), the exercise's own explanation, and the seed.
 
-Seeds: a fresh seed every run (JUDGE_SEED=N replays run N: same inputs, same shrinking), shown in
-every failure message. Hypothesis runs with database=None and deadline=None; a function's drawn
-inputs and their shrinking stop after its share of BUDGET_S seconds, so a check stays within a
-few seconds on a small machine (the PASS message says how many inputs were tried).
+Seeds: a fresh seed every run (JUDGE_SEED=N replays run N: the same inputs in the same order, the
+same shrinking), shown in every failure message. Hypothesis runs with database=None and
+deadline=None. Time is bounded, so a check stays within a few seconds on a small machine: drawn
+inputs stop after the function's share of BUDGET_S seconds (the PASS message says how many were
+tried: a slower machine tries fewer), and shrinking a failure stops after SHRINK_S seconds with the
+smallest failing input found so far.
 
 Comparing (same()): any integral or floating scalar is accepted where a number is expected
 (Python or NumPy, any width; a bool is not a number), tuples and lists alike where a sequence is,
@@ -53,7 +55,8 @@ import numpy as np
 from judge.grading.result import Result, Stop, Verdict
 from judge.grading.submission import learner_error
 
-BUDGET_S = 2.0          # seconds of drawn inputs (and their shrinking) for a whole check
+BUDGET_S = 2.0          # seconds of drawn inputs for a whole check (shared out as it is spent)
+SHRINK_S = 1.5          # seconds to shrink a failing drawn input, once one is found
 EXAMPLES = 150          # drawn inputs per function unless the Function says otherwise
 SEED_ENV = "JUDGE_SEED"
 
@@ -382,9 +385,11 @@ class Run:
         start = time.monotonic()
         failures: dict[str, _Failure] = {}
         order: list[str] = []
+        first_failure = [0.0]
 
         def one(a):
-            if time.monotonic() - start > budget_s:
+            now = time.monotonic()
+            if (now - start > budget_s) if not order else (now - first_failure[0] > SHRINK_S):
                 raise _OutOfTime          # a BaseException: hypothesis lets it through at once
             call = as_args(a)
             self.drawn += 1
@@ -392,6 +397,8 @@ class Run:
                 self.attempt(fn, call)
             except _Failure as f:
                 key = repr((call.args, sorted(call.kwargs.items())))
+                if not order:
+                    first_failure[0] = time.monotonic()
                 failures[key] = f
                 order.append(key)
                 raise
