@@ -27,7 +27,7 @@ RULES = {
     "log2": "floor(log2(amax)) must be exact: floating-point log2 (float32 above all) rounds up just below a power "
             "of two, one binade too many; math.frexp(amax)[1] - 1 is exact",
     "nvfp4": "NVFP4: tensor_scale = float32(amax / (448 * 6)) over the finite elements only (NaN and Inf ignored; "
-             "1.0 for an all-zero tensor); block scale = E4M3(amax_block / 6 / tensor_scale), ties to even, saturating",
+             "1.0 where that is 0: an all-zero tensor, or one whose amax / 2688 underflows); block scale = E4M3(amax_block / 6 / tensor_scale), ties to even, saturating",
     "round": "elements round to the nearest value of the format, ties to even (FP4: 0.25->0, 0.75->1, 1.25->1, "
              "1.75->2, 2.5->2, 3.5->4, 5->4); subnormals kept; ml_dtypes rounds a float64 through float32 (two "
              "roundings), the reference once",
@@ -74,8 +74,10 @@ def _first_difference(name, x, got):
         key, g, w = keys[i], got[i], want[i]
         if key == "tensor_scale":
             if flow.same(g, w) is not None:
-                return (f"tensor_scale {flow._show(g)}, expected {flow._show(w)} = float32(amax / (448 * 6)) with "
-                        f"amax over the finite elements", ["nvfp4"])
+                how = ("float32(amax / (448 * 6)) with amax over the finite elements" if w != 1 or np.float32(
+                    np.max(np.abs(np.where(np.isfinite(x), x, 0))) / 2688.0) == 1 else
+                    "1.0, because float32(amax / (448 * 6)) is 0 here (no finite nonzero element, or it underflows)")
+                return (f"tensor_scale {flow._show(g)}, expected {flow._show(w)} = {how}", ["nvfp4"])
             continue
         g = np.asarray(g)
         if g.shape != w.shape or g.dtype.kind not in "iu":
@@ -211,6 +213,7 @@ def _cases():
         ("block maxima just below a power of two", "log2", below.ravel()),
         ("NaN and Inf beside the largest finite value", "nvfp4", mixed),
         ("an all-zero tensor", "nvfp4", np.zeros(64)),
+        ("a tensor so tiny that amax / 2688 underflows float32", "nvfp4", np.array([1e-45, -3e-45] + [0.0] * 30)),
         ("subnormals", "round", sub),
         ("negative zeros", "sign", negz),
         ("an NVFP4 block scale just off an E4M3 tie", "double", off_tie),
@@ -228,6 +231,16 @@ BELOW_POW2 = st.integers(-126, 127).map(lambda k: float(np.nextafter(np.float32(
 ELEMENT = st.one_of(st.floats(width=32), st.floats(-8, 8, width=32), st.integers(-24, 24).map(lambda i: i / 4),
                     BELOW_POW2, BELOW_POW2.map(lambda v: -v))
 ANY_TENSOR = st.integers(1, 4).flatmap(lambda m: hnp.arrays(np.float32, 32 * m, elements=ELEMENT))
+
+
+@st.composite
+def _with_specials(draw):
+    """A tensor of finite values with one to three NaN, +Inf or -Inf put in (beside finite ones in their block)."""
+    x = draw(ANY_TENSOR.map(lambda a: np.where(np.isfinite(a), a, np.float32(1.0))))
+    for _ in range(draw(st.integers(1, 3))):
+        x[draw(st.integers(0, len(x) - 1))] = draw(st.sampled_from([np.inf, -np.inf, np.nan]))
+    return x
+
 #: the points halfway between neighbouring magnitudes of each element format: where rounding ties
 MIDPOINTS = {fmt: (lambda g: (g[1:] + g[:-1]) / 2)(F.decode(np.arange(n, dtype=np.uint8), fmt))
              for fmt, n in (("e4m3", 0x7F), ("e2m1", 8))}
@@ -246,10 +259,14 @@ def _ties(draw):
     return np.concatenate(blocks).astype(np.float32)
 
 
-TENSOR = st.one_of(ANY_TENSOR, _ties()).map(lambda x: (x,))
+#: tensors of float32 subnormals and zeros only: NVFP4's amax / 2688 underflows there
+TINY = float(np.float32(2e-42))
+SUBNORMAL_TENSOR = st.integers(1, 2).flatmap(
+    lambda m: hnp.arrays(np.float32, 32 * m, elements=st.floats(-TINY, TINY, width=32)))
+TENSOR = st.one_of(ANY_TENSOR, _with_specials(), _ties(), SUBNORMAL_TENSOR).map(lambda x: (x,))
 
 FUNCTIONS = [flow.Function(name, reference=(lambda x, name=name: reference(name, x)), args=TENSOR, edges=_edges(),
-                           validate=_validate(name), explain=_explain(name), examples=60)
+                           validate=_validate(name), explain=_explain(name), examples=100)
              for name in KEYS]
 
 

@@ -79,7 +79,9 @@ def quantize_nvfp4(x):
     finite = np.isfinite(b).all(axis=1)
     amax_b = np.max(np.abs(np.where(np.isfinite(b), b, 0.0)), axis=1)
     t_amax = float(amax_b.max())
-    ts = np.float32(t_amax / (E4M3_MAX * E2M1_MAX)) if t_amax > 0 else np.float32(1.0)
+    ts = np.float32(t_amax / (E4M3_MAX * E2M1_MAX))
+    if ts == 0:                                   # all zeros, or amax / 2688 underflows float32
+        ts = np.float32(1.0)
     s_codes = to_codes(amax_b / E2M1_MAX / np.float64(ts), "e4m3")
     s_vals = s_codes.view(ml_dtypes.float8_e4m3fn).astype(np.float64)
     codes = np.zeros(b.shape, dtype=np.uint8)
