@@ -133,7 +133,7 @@ def stage_args(draw, stages=False):
 def kernels(draw):
     smem = draw(st.one_of(st.integers(0, 229 * KB), st.sampled_from([0, 48 * KB, 227 * KB, 227 * KB + 1]),
                           st.integers(0, 64).map(lambda k: k * 3584)))
-    threads = draw(st.one_of(st.integers(1, 1100), st.sampled_from([32, 64, 128, 256, 384, 512, 1024])))
+    threads = draw(st.one_of(st.integers(1, 1100), st.integers(1, 128), st.sampled_from([32, 64, 128, 256, 512, 1024])))
     regs = draw(st.one_of(st.integers(0, 260), st.sampled_from([32, 40, 64, 72, 96, 128, 168, 255])))
     which = draw(st.sampled_from(["default", "H100", "H200"]))
     return flow.Args(smem, threads, regs) if which == "default" else flow.Args(smem, threads, regs, gpu=which)

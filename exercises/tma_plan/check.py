@@ -50,7 +50,7 @@ CASES = [
 ]
 KEYS = ("dtype", "dims", "strides", "box", "copies")
 DTYPES = sorted(tma.DTYPES)
-EXTENTS = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64, 96, 100, 128, 192, 256, 257, 261, 300, 512]
+EXTENTS = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64, 96, 100, 128, 192, 256, 257, 259, 261, 263, 300, 387, 512]
 MAX_TILE_BYTES = 1 << 15          # keeps the CPU model of the copies quick
 
 

@@ -26,7 +26,10 @@ What run() does, for each function in order:
      differing element of a structure), the exercise's own explanation, and the seed.
 
 Seeds: a fresh seed every run (JUDGE_SEED=N replays run N: the same inputs in the same order, the
-same shrinking), shown in every failure message. Hypothesis runs with database=None and
+same shrinking), shown in every failure message. (Hypothesis also draws, now and then, constants
+it finds in the Python code loaded in its process: in the grader's process that is the judge and
+the check, so a replay is exact for the same course files; a process that loaded other code, such
+as a test run, may draw other inputs from the same seed.) Hypothesis runs with database=None and
 deadline=None. Time is bounded, so a check stays within a few seconds on a small machine: drawn
 inputs stop after the function's share of BUDGET_S seconds (the PASS message says how many were
 tried: a slower machine tries fewer), and shrinking a failure stops after SHRINK_S seconds with the
