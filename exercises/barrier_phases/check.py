@@ -16,6 +16,7 @@ from judge.grading import cpu_flow as flow
 from judge.grading.result import Verdict
 import random
 
+from judge.grading.learner_process import Ended
 from judge.grading.submission import learner_error
 
 SLOTS = range(1, 9)
@@ -173,6 +174,8 @@ def _story(result, failed, run):
         for policy, seed in POLICIES:
             try:
                 simulate(run.mod.producer_wait, run.mod.consumer_wait, S, SIM_ITERS, policy, seed)
+            except Ended:                 # the learner's process ended while telling the story: keep the WRONG
+                return
             except Failure as f:
                 result.details[:0] = [f"schedule: {policy}" + (f" (seed {seed})" if policy == "random" else ""),
                                       f"first difference from the convention: {result.message}"]
