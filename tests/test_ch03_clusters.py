@@ -142,3 +142,14 @@ def test_multicast_is_right():
     gpu.need("sm_90")
     rows = ch03.multicast(K=1024, m_tiles=2, n_tiles=4, clusters=(2, 4), reps=3)
     assert len(rows) == 3
+
+
+def test_the_cluster_geometry_grader_counts_as_the_chapter_predicts():
+    """exercises/cluster_geometry grades with its own copy of the rule: it must be the chapter's."""
+    import random
+    chk = exercise.import_file(ROOT / "exercises" / "cluster_geometry" / "check.py", "cluster_geometry_check")
+    rng = random.Random()
+    for _ in range(300):
+        sizes = [rng.randrange(1, 21) for _ in range(rng.randrange(1, 13))]
+        c, b = rng.randrange(1, 17), rng.randrange(1, 9)
+        assert chk.clusters_that_fit(sizes, c, b) == ch03.predicted_clusters(sizes, c, b), (sizes, c, b)

@@ -3,14 +3,19 @@ and the SASS, and the three CPU exercises (wgmma_descriptor, wgmma_fragment, ws_
 
 Run: python -m pytest tests/test_ch04_cpu.py -q      (no GPU; each grade runs in a child process)
 """
+import dataclasses
 import random
+import types
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from judge.gpu import build
+from judge.grading import cpu_flow as flow
 from judge.grading import exercise, grade
+from judge.grading.result import Stop
 from judge.hw import tma, wgmma
 from judge.grading.grade import Verdict
 
@@ -178,7 +183,8 @@ STARTER_SAYS = {"wgmma_descriptor": ["encode", "NotImplementedError"],
 # the files whose messages the tests below read (every verdict is tests/test_exercises.py's)
 STORIES = [("wgmma_descriptor", "wrong_layout_codes_reversed.py"), ("wgmma_descriptor", "wrong_sbo_one_row.py"),
            ("ws_ring_phases", "wrong_empty_count_one.py"), ("ws_ring_phases", "wrong_producer_starts_phase_0.py"),
-           ("ws_ring_phases", "wrong_consumer_starts_phase_1.py")]
+           ("ws_ring_phases", "wrong_consumer_starts_phase_1.py"), ("ws_ring_phases", "wrong_advance_counts_calls.py"),
+           ("wgmma_descriptor", "wrong_start_16_bits.py"), ("wgmma_fragment", "wrong_n_power_of_two_only.py")]
 
 
 @pytest.fixture(scope="module")
@@ -211,6 +217,73 @@ def test_ring_failures_name_lap_slot_and_parity(graded):
     assert "deadlock" in r.message and "waits on empty[0] with parity 0" in r.message
     r = graded[("ws_ring_phases", "wrong_consumer_starts_phase_1.py")]
     assert "early read" in r.message and "full[0] (parity 1)" in r.message
+
+
+def test_mistakes_the_old_checks_never_tried_are_named(graded):
+    r = graded[("ws_ring_phases", "wrong_advance_counts_calls.py")]
+    assert r.message.startswith("advance(state=(3, 1), S=5)") and "not only on those that follow" in r.details[0]
+    r = graded[("wgmma_descriptor", "wrong_start_16_bits.py")]
+    assert "start=221184" in r.message and any("above 64 KiB" in d for d in r.details), str(r)
+    r = graded[("wgmma_fragment", "wrong_n_power_of_two_only.py")]
+    assert "n=24" in r.message and any("N = 24" in d for d in r.details), str(r)
+    for key in STORIES:                                   # every failure can be replayed
+        assert any(flow.SEED_ENV in d for d in graded[key].details) or "S=" in graded[key].message, str(graded[key])
+
+
+#: wrong fixtures whose mistake the inputs drawn per run must find without the statement's listed cases;
+#: the ring's other mistakes are found by its simulation, which runs first and is not drawn
+FOUND_BY_DRAWING = {
+    "wgmma_descriptor": [n for n in EXS["wgmma_descriptor"].fixtures if n.startswith("wrong_")],
+    "wgmma_fragment": [n for n in EXS["wgmma_fragment"].fixtures if n.startswith("wrong_")],
+    "ws_ring_phases": ["wrong_advance_counts_calls.py"],
+}
+
+
+def graded_here(ex_id, file, *, drawn_only=False, seed=1):
+    """check.py run in this process on a file imported here, through a stand-in Submission that offers no
+    solution (released copies of the course ship without one); drawn_only drops the statement's listed cases."""
+    ex = EXS[ex_id]
+    check = exercise.import_file(ex.folder / "check.py", f"check_{ex_id}_here")
+    learner = exercise.import_file(file, f"learner_{ex_id}_{Path(file).stem}")
+    sub = types.SimpleNamespace(exercise=types.SimpleNamespace(id=ex.id, learner_file=ex.learner_file),
+                                learner_module=lambda *names: learner, progress=lambda text: None)
+    run = flow.run
+
+    def drawn(s, functions, **kw):
+        return run(s, [dataclasses.replace(f, edges=[]) for f in functions], **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(flow.SEED_ENV, str(seed))
+        if drawn_only:                       # and time enough for every drawn input on a busy machine
+            mp.setattr(flow, "run", drawn)
+            mp.setattr(flow, "BUDGET_S", 60.0)
+        try:
+            return check.check(sub)
+        except Stop as stop:
+            return stop.result
+
+
+@pytest.mark.parametrize("job", [(i, n) for i in IDS for n in FOUND_BY_DRAWING[i]], ids=lambda j: f"{j[0]}/{j[1]}")
+def test_drawn_inputs_alone_find_each_mistake(job):
+    ex_id, name = job
+    r = graded_here(ex_id, EXS[ex_id].fixture_path(name), drawn_only=True, seed=20261201)
+    assert r.verdict == Verdict.WRONG, str(r)
+    assert "drawn at random and shrunk" in " ".join(r.details) and "seed 20261201" in " ".join(r.details), str(r)
+
+
+@pytest.mark.parametrize("ex_id", IDS)
+def test_the_solution_passes_on_drawn_inputs_and_the_checks_need_no_solution_file(ex_id):
+    r = graded_here(ex_id, EXS[ex_id].solution_path, drawn_only=True, seed=7)
+    assert r.verdict == Verdict.PASS and "seed 7" in r.message, str(r)
+    assert "reference()" not in (EXS[ex_id].folder / "check.py").read_text()
+
+
+@pytest.mark.parametrize("ex_id", IDS)
+def test_numpy_scalars_are_numbers(ex_id):
+    """A right answer returning NumPy integers (int64, a uint64 descriptor) passes, called in this very process too."""
+    assert EXS[ex_id].fixtures["correct_numpy_scalars.py"] == "PASS"
+    r = graded_here(ex_id, EXS[ex_id].fixture_path("correct_numpy_scalars.py"), seed=3)
+    assert r.verdict == Verdict.PASS, str(r)
 
 
 def test_exercise_references_agree_with_judge_wgmma():

@@ -1,16 +1,23 @@
 """Grader of barrier_phases: python practice/judge.py check barrier_phases
 
-Two checks:
-1. the table: (slot, parity) for S = 1..8 and i = 0..100 against solution.py;
-2. a simulator: a producer, a consumer and a TMA engine run over a model of mbarriers
-   (phase counter, pending arrivals, transaction bytes; try_wait.parity as the PTX ISA
-   defines it) under several schedules, with the learner's slots and parities. It reports a
-   deadlock, a consumer reading a slot before its TMA landed, or a TMA overwriting a slot the
-   consumer has not released: the story of what goes wrong on the GPU.
+1. Both functions are called directly (judge.grading.cpu_flow) and compared with the convention of
+   the statement (the reference below): S = 1..8 at the first laps and around lap changes, then
+   (i, S) drawn at random each run (S up to 16, i up to 5000).
+2. When an answer differs, a simulator tells what it does on the GPU: a producer, a consumer and
+   a TMA engine run over a model of mbarriers (phase counter, pending arrivals, transaction bytes;
+   try_wait.parity as the PTX ISA defines it) under several schedules, with the learner's slots and
+   parities. It reports a deadlock, a consumer reading a slot before its TMA landed, or a TMA
+   overwriting a slot the consumer has not released; that story becomes the message, and the
+   first differing call follows it.
 """
+from hypothesis import strategies as st
+
+from judge.grading import cpu_flow as flow
+from judge.grading.result import Verdict
 import random
 
-from judge.grading.grade import Result, Verdict, learner_error
+from judge.grading.learner_process import Ended
+from judge.grading.submission import learner_error
 
 SLOTS = range(1, 9)
 ITERS = 101
@@ -131,39 +138,57 @@ def simulate(producer_wait, consumer_wait, S, n, policy, seed=0):
 
 
 
-def check(sub) -> Result:
-    sub.progress("importing phases.py")
-    mod = sub.learner_module("producer_wait", "consumer_wait")
-    fns = {"producer_wait": mod.producer_wait, "consumer_wait": mod.consumer_wait}
-    ref = sub.exercise.reference()
+def consumer_wait(i, S):
+    """Lap k = i // S of slot i % S ends phase k of full[slot]: parity k % 2."""
+    return i % S, (i // S) % 2
 
-    sub.progress(f"table: S = 1..8, i = 0..{ITERS - 1}")
-    mismatch = None
-    for S in SLOTS:
-        for i in range(ITERS):
-            for name, fn in fns.items():
-                try:
-                    got = fn(i, S)
-                except Exception as e:  # noqa: BLE001
-                    return Result(Verdict.WRONG, learner_error(e, f"{name}({i}, {S})"))
-                want = getattr(ref, name)(i, S)
-                if mismatch is None and (not isinstance(got, (tuple, list)) or tuple(got) != want):
-                    mismatch = f"{name}({i}, {S}): got {got!r} expected {want}"
 
-    policies = [("producer first", 0), ("consumer first", 0)] + [("random", seed) for seed in range(4)]
-    for S in SLOTS:
-        sub.progress(f"simulating a {S}-slot ring")
-        for policy, seed in policies:
+def producer_wait(i, S):
+    """Lap k needs the consumer's release of lap k - 1 (phase k - 1 of empty[slot]); lap 0: 'phase -1', parity 1."""
+    return i % S, (i // S + 1) % 2
+
+
+def explain(name):
+    def lines(call, got, want):
+        i, S = call.args
+        lap = i // S
+        if name == "consumer_wait":
+            return f"iteration {i} is lap {lap} of slot {i % S}: it waits for phase {lap} of full[{i % S}], parity {lap % 2}"
+        return (f"iteration {i} is lap {lap} of slot {i % S}: it needs the consumer's release of lap {lap - 1}, "
+                f"phase {lap - 1} of empty[{i % S}], parity {(lap + 1) % 2}"
+                + (" (on lap 0, 'phase -1': the phase before the first counts as complete)" if lap == 0 else ""))
+    return lines
+
+
+POLICIES = [("producer first", 0), ("consumer first", 0)] + [("random", seed) for seed in range(4)]
+
+
+def _story(result, failed, run):
+    """On a wrong answer, what these parities do in a ring: the simulator's story leads the message."""
+    if failed is None or result.verdict != Verdict.WRONG:
+        return
+    sizes = [failed.call.args[1]] + [S for S in SLOTS if S != failed.call.args[1]]
+    for S in sizes:
+        if not 1 <= S <= 16:
+            continue
+        for policy, seed in POLICIES:
             try:
-                simulate(fns["producer_wait"], fns["consumer_wait"], S, SIM_ITERS, policy, seed)
+                simulate(run.mod.producer_wait, run.mod.consumer_wait, S, SIM_ITERS, policy, seed)
+            except Ended:                 # the learner's process ended while telling the story: keep the WRONG
+                return
             except Failure as f:
-                return Result(Verdict.WRONG, str(f),
-                              details=[f"schedule: {policy}" + (f" (seed {seed})" if policy == "random" else "")]
-                              + ([f"first difference from the reference: {mismatch}"] if mismatch else []))
-    if mismatch:
-        return Result(Verdict.WRONG, mismatch, details=[
-            "the simulator found no deadlock or early read with these parities, but the exercise fixes the "
-            "convention: slot i % S, the consumer's first wait uses parity 0"])
-    return Result(Verdict.PASS, f"right for S = 1..8, i < {ITERS}; no deadlock or early read in simulation",
-                  checked=[f"table S = 1..8 x i = 0..{ITERS - 1}",
-                           f"simulated {SIM_ITERS} iterations x {len(policies)} schedules for each S"])
+                result.details[:0] = [f"schedule: {policy}" + (f" (seed {seed})" if policy == "random" else ""),
+                                      f"first difference from the convention: {result.message}"]
+                result.message = str(f)
+                return
+    result.details.insert(0, "the simulator found no deadlock or early read with these parities, but the exercise "
+                             "fixes the convention: slot i % S, the consumer's first wait uses parity 0")
+
+
+def check(sub):
+    edges = [flow.Edge((i, S)) for S in SLOTS for i in sorted({*range(3 * S), 4 * S - 1, 4 * S, 100})]
+    args = st.tuples(st.integers(0, 5000), st.integers(1, 16))
+    functions = [flow.Function(name, reference=ref, args=args, edges=edges, explain=explain(name))
+                 for name, ref in (("consumer_wait", consumer_wait), ("producer_wait", producer_wait))]
+    return flow.run(sub, functions, after=_story,
+                    checked=["the convention: slot i % S, parity from the lap; a ring simulated on a wrong answer"])

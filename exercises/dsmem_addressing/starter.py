@@ -1,13 +1,15 @@
 """dsmem.py - distributed shared memory: what a mapped address points at, and where a cluster
 barrier is needed around the accesses a block makes to its peers' shared memory.
 
-Your task: fill in the three functions. Check with
+Your task: fill in the four functions. Check with
     python practice/judge.py check dsmem_addressing
 
 ADDRESSES. On the H200, the 32-bit .shared::cluster address of byte `offset` of the shared memory
-of the block of cluster rank `rank` is (rank << 24) | offset: mapa replaces the top byte of an
-address with the target rank (chapter 3 read this off the GPU with mapa_probe, and the SASS shows
-it: PRMT with selector 0x654 over SR_CgaCtaId). Shared memory per block is below 2^24 bytes.
+of the block of cluster rank `rank` is (rank << 24) | offset. A block's addresses of its OWN shared
+memory carry its own rank in bits 24-31 already (the SASS builds them with LEA over SR_CgaCtaId,
+shift 0x18), and mapa REPLACES that byte with the target rank (PRMT with selector 0x654):
+mapa(address, rank) = (rank << 24) | (address & 0xFFFFFF). OR-ing the rank in, (rank << 24) | address,
+is right only in the block of rank 0. Shared memory per block is below 2^24 bytes.
 
 PROGRAMS. Every block of the cluster runs the same list of steps (SPMD). A step is a tuple:
     ("st", where, var)  store       ("ld", where, var)  load      ("red", where, var) atomic add
@@ -27,6 +29,11 @@ def encode(rank, offset):
 def decode(address):
     """(rank, offset) that a .shared::cluster address refers to."""
     raise NotImplementedError("decode: split the address into the top byte and the rest")
+
+
+def mapa(address, rank):
+    """The same byte as `address` (a .shared::cluster address in any block) in the block of `rank`."""
+    raise NotImplementedError("mapa: replace the top byte, do not OR into it")
 
 
 def barriers_needed(program):

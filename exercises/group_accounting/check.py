@@ -1,18 +1,19 @@
-"""check.py - the grader of group_accounting: the learner's accounting.py against judge.hw.pipesim.
+"""check.py - the grader of group_accounting: python practice/judge.py check group_accounting
 
-The judge runs it in a child process:  python practice/judge.py check group_accounting
-or, from Python,  judge.grading.grade.check("group_accounting", "accounting.py").
-The reference is judge.hw.pipesim, which replays the loop op by op (seed_loop, then safe_tiles).
-Loops graded, each for S = 2..6 and K = 1..12: the standard loop; no empty commits;
-wait_prior(S-1); wait_prior(0); no empty commits with wait_prior(S-1). A failure names the
-call, the round, and how the groups stood at that round's wait.
+Both functions of the statement are called directly (judge.grading.cpu_flow) and compared with
+judge.hw.pipesim, which replays the loop op by op (seed_loop, then check). Listed cases: the README
+examples and five loops (the standard one; no empty commits; wait_prior(S-1); wait_prior(0); no
+empty commits with wait_prior(S-1)) for S = 2..6 at the sizes where they differ; then S, K,
+empty_commit and wait drawn at random each run (any wait from 0 to S). A failure names the call,
+the round, and how the groups stood at that round's wait.
 """
 from __future__ import annotations
 
-from judge.hw import pipesim
-from judge.grading.grade import Result, Verdict, learner_error
+from hypothesis import strategies as st
 
-SIZES = [(S, K) for S in range(2, 7) for K in range(1, 13)]
+from judge.grading import cpu_flow as flow
+from judge.hw import pipesim
+
 # (what the loop is, empty_commit, wait as a function of S; None passes wait=None: S - 2)
 LOOPS = [
     ("the standard loop", True, lambda S: None),
@@ -21,23 +22,62 @@ LOOPS = [
     ("the loop with wait_prior(0)", True, lambda S: 0),
     ("the loop without empty commits and with wait_prior(S-1)", False, lambda S: S - 1),
 ]
+README = [flow.Edge(flow.Args(3, 4), "README: the standard loop"),
+          flow.Edge(flow.Args(3, 4, empty_commit=False), "README: no empty commits, round 3 breaks"),
+          flow.Edge(flow.Args(3, 4, wait=2), "README: wait_prior(2) is one too loose"),
+          flow.Edge(flow.Args(2, 8, empty_commit=False), "README: S = 2 needs no empty commits")]
+EDGES = README + [flow.Edge(flow.Args(S, K, empty_commit=ec, wait=w(S)), what)
+                  for what, ec, w in LOOPS for S in range(2, 7) for K in sorted({1, 2, S - 1, S, S + 1, 12})]
 
 
-class _Fail(Exception):
-    def __init__(self, message, details=()):
-        super().__init__(message)
-        self.message, self.details = message, list(details)
+def _report(S, K, empty_commit=True, wait=None):
+    return pipesim.check(pipesim.seed_loop(S, K, empty_commit=empty_commit, wait=wait), S)
 
 
-def _call_text(fn, S, K, ec, w):
-    return f"{fn}({S}, {K}, empty_commit={ec}, wait={w})"
+def safe_tiles(S, K, empty_commit=True, wait=None):
+    return [set(r.safe) for r in _report(S, K, empty_commit, wait).rounds]
+
+
+def first_unsafe_round(S, K, empty_commit=True, wait=None):
+    return _report(S, K, empty_commit, wait).first_unsafe_round()
 
 
 def _fmt(tiles) -> str:
     return "{" + ", ".join(map(str, sorted(tiles))) + "}" if tiles else "set()"
 
 
-def _explain(rep: pipesim.Report, kt: int) -> str:
+def _as_sets(got):
+    """The learner's rounds as a list of sets of ints, or what is wrong with them."""
+    if isinstance(got, (str, bytes, dict)) or not hasattr(got, "__iter__"):
+        return None, f"returned {flow._show(got, 80)}: expected a list with one set of tiles per round"
+    rounds = []
+    for kt, s in enumerate(got):
+        if isinstance(s, (str, bytes, dict)) or not hasattr(s, "__iter__"):
+            return None, f"round {kt} holds {flow._show(s, 60)}: expected a set of tiles"
+        s = list(s)
+        if not all(flow._is_number(t) and float(t).is_integer() for t in s):
+            return None, f"round {kt} holds {flow._show(s, 60)}: tiles are ints"
+        rounds.append({int(t) for t in s})
+    return rounds, None
+
+
+def compare_rounds(got, want):
+    rounds, problem = _as_sets(got)
+    if problem:
+        return problem
+    if len(rounds) != len(want):
+        return f"returned {len(rounds)} set(s): expected one per round, K = {len(want)}"
+    for kt, (g, w) in enumerate(zip(rounds, want)):
+        if g != w:
+            extra, missing = g - w, w - g
+            say = (f"tile(s) {_fmt(extra)} may still be in flight" if extra
+                   else f"tile(s) {_fmt(missing)} are guaranteed too")
+            return f"round {kt} says {_fmt(g)}, but {say}"
+    return None
+
+
+def _explain_round(call, kt):
+    rep = _report(*call.args, **call.kwargs)
     r = rep.rounds[kt]
     done = len(r.complete)
     cover = {0: "no group", 1: "group #0"}.get(done, f"groups #0..#{done - 1}")
@@ -46,62 +86,37 @@ def _explain(rep: pipesim.Report, kt: int) -> str:
             f"so it guarantees {cover}: {holds}")
 
 
-def _as_sets(got, K, call):
-    try:
-        rounds = [set(x) for x in got]
-    except TypeError:
-        raise _Fail(f"{call} returned {str(got)[:80]}: expected a list with one set of tiles per round") from None
-    if len(rounds) != K:
-        raise _Fail(f"{call} returned {len(rounds)} set(s): expected one per round, K = {K}")
-    for kt, s in enumerate(rounds):
-        if not all(isinstance(t, int) and not isinstance(t, bool) for t in s):
-            raise _Fail(f"{call}: round {kt} holds {str(s)[:60]}: tiles are ints")
-    return rounds
+def explain_rounds(call, got, want):
+    rounds, _ = _as_sets(got)
+    if not rounds or len(rounds) != len(want):
+        return []
+    kt = next((k for k, (g, w) in enumerate(zip(rounds, want)) if g != w), None)
+    return [] if kt is None else _explain_round(call, kt)
 
 
-def _check_one(mod, S, K, ec, w):
-    ops = pipesim.seed_loop(S, K, empty_commit=ec, wait=w)
-    rep = pipesim.check(ops, S)
-    want = [r.safe for r in rep.rounds]
-    call = _call_text("safe_tiles", S, K, ec, w)
-    try:
-        got = mod.safe_tiles(S, K, empty_commit=ec, wait=w)
-    except Exception as e:  # noqa: BLE001 - whatever the learner's code raises is the answer
-        raise _Fail(learner_error(e, call)) from None
-    got = _as_sets(got, K, call)
-    for kt in range(K):
-        if got[kt] != want[kt]:
-            extra, missing = got[kt] - want[kt], want[kt] - got[kt]
-            say = (f"tile(s) {_fmt(extra)} may still be in flight" if extra
-                   else f"tile(s) {_fmt(missing)} are guaranteed too")
-            raise _Fail(f"{call}: round {kt} says {_fmt(got[kt])}, but {say}",
-                        [_explain(rep, kt)])
-    first = rep.first_unsafe_round()
-    call = _call_text("first_unsafe_round", S, K, ec, w)
-    try:
-        got_first = mod.first_unsafe_round(S, K, empty_commit=ec, wait=w)
-    except Exception as e:  # noqa: BLE001
-        raise _Fail(learner_error(e, call)) from None
-    if got_first != first or (first is not None and isinstance(got_first, bool)):
-        if first is None:
-            raise _Fail(f"{call} returned {got_first!r}; expected None: every round's tile is guaranteed")
-        raise _Fail(f"{call} returned {got_first!r}; expected {first}", [_explain(rep, first)]
-                    + ([rep.violations[0]] if rep.violations else []))
+def explain_first(call, got, want):
+    if want is None:
+        return "every round's tile is guaranteed: return None (not -1, not False)"
+    rep = _report(*call.args, **call.kwargs)
+    return [_explain_round(call, want)] + ([rep.violations[0]] if rep.violations else [])
 
 
-def check(sub) -> Result:
-    sub.progress("loading accounting.py")
-    mod = sub.learner_module("safe_tiles", "first_unsafe_round")
-    checked, n = [], 0
-    for what, ec, wait_of in LOOPS:
-        sub.progress(f"{what}: S = 2..6, K = 1..12")
-        try:
-            for S, K in SIZES:
-                _check_one(mod, S, K, ec, wait_of(S))
-                n += 1
-        except _Fail as f:
-            return Result(Verdict.WRONG, f.message, details=f.details + [
-                f"grading {what}; passed {n} case(s) before this one"], checked=checked)
-        checked.append(f"{what} ({len(SIZES)} cases)")
-    return Result(Verdict.PASS, f"all {n} cases agree with the op-by-op simulation (judge.hw.pipesim)",
-                  checked=checked)
+@st.composite
+def loops(draw):
+    S, K = draw(st.integers(2, 8)), draw(st.integers(1, 20))
+    kw = {}
+    if draw(st.booleans()):
+        kw["empty_commit"] = draw(st.booleans())
+    if draw(st.booleans()):
+        kw["wait"] = draw(st.one_of(st.none(), st.integers(0, S)))
+    return flow.Args(S, K, **kw)
+
+
+def check(sub):
+    functions = [
+        flow.Function("safe_tiles", reference=safe_tiles, args=loops(), edges=EDGES,
+                      compare=compare_rounds, explain=explain_rounds),
+        flow.Function("first_unsafe_round", reference=first_unsafe_round, args=loops(), edges=EDGES,
+                      explain=explain_first),
+    ]
+    return flow.run(sub, functions, checked=["the reference: judge.hw.pipesim's op-by-op replay of the loop"])

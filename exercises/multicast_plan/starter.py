@@ -9,8 +9,10 @@ its box into the shared memory of every block whose bit is set in a 16-bit CTA m
 cluster rank r), at the same offset, and signals each destination's mbarrier at the same offset
 with the bytes that destination received. Each destination must announce exactly those bytes
 with its own mbarrier.arrive.expect_tx: a barrier that expects more than it receives never
-completes (HANG); one that expects less completes while data is still landing, and the surplus
-bytes count against its next phase, which then never completes.
+completes (HANG); one that expects less completes while data is still landing, so the consumer
+may read a tile that has not arrived (a race), and the surplus bytes count against its next
+phase (PTX ISA, mbarrier: the tx-count may go below zero), which completes early too, or never
+when the surplus is more than that phase expects.
 
 A load is a dict: {"issuer": rank, "tile": name, "row": first row, "rows": n, "bytes": n * row_bytes,
 "mask": CTA mask}.

@@ -13,12 +13,15 @@ E4M3_MAX, E2M1_MAX = 448.0, 6.0
 EMAX = {"e4m3": 8, "e2m1": 2}
 DTYPE = {"e4m3": ml_dtypes.float8_e4m3fn, "e2m1": ml_dtypes.float4_e2m1fn}
 MAX = {"e4m3": E4M3_MAX, "e2m1": E2M1_MAX}
+EMIN = {"e4m3": -6, "e2m1": 0}          # exponent of the lowest normal binade
+MBITS = {"e4m3": 3, "e2m1": 1}
 
 
 def to_codes(values, fmt):
-    """float64 values -> element codes: round to nearest even, saturate at +-max (ml_dtypes rounds
-    to nearest even; clipping first makes the overflow saturate instead of becoming NaN)."""
-    raise NotImplementedError("to_codes: saturate, then round to nearest even (ml_dtypes does the rounding)")
+    """float64 values -> element codes: saturate at +-max, then round once to nearest, ties to even.
+    ml_dtypes casts a float64 through float32 first: two roundings, and a value just above a tie
+    can land on the tie and then go to even. Round in float64, then let ml_dtypes encode."""
+    raise NotImplementedError("to_codes: saturate, then round once to nearest even, then encode (ml_dtypes)")
 
 
 def mx_blocks(x, fmt):

@@ -1,21 +1,25 @@
-"""check.py - the grader of smem_budget: the learner's budget.py against solution.py.
+"""check.py - the grader of smem_budget: python practice/judge.py check smem_budget
 
-The judge runs it in a child process:  python practice/judge.py check smem_budget
-or, from Python,  judge.grading.grade.check("smem_budget", "budget.py").
-Phases: stage_bytes and pipeline_bytes (the seed SGEMM's 128x128x8 fp32 tiles first);
-blocks_per_sm on cases that each bind a different Hopper limit, for H100 and H200; an
-unknown gpu raises ValueError. solution.py's blocks_per_sm agrees with the CUDA toolkit's own
-occupancy calculator (cuda_occupancy.h, cudaOccMaxActiveBlocksPerMultiprocessor, compute
-capability 9.0, opt-in shared memory) on these cases and on 3000 random ones.
+The three functions of the statement are called directly (judge.grading.cpu_flow) and compared with
+the rules below (the statement's table: compute capability 9.0, from the CUDA C++ Programming Guide
+and cuda_occupancy.h). Listed cases: the chapter's SGEMM tiles and other shapes and element sizes;
+blocks_per_sm on cases that each bind a different Hopper limit, for H100 and H200 and with the
+default gpu; an unknown gpu raises ValueError. Then shapes, stages, element sizes and kernels drawn
+at random each run (shared memory up to past 227 KB, 1 to 1100 threads, 0 to 260 registers).
+These rules agree with the toolkit's occupancy calculator (cudaOccMaxActiveBlocksPerMultiprocessor,
+cc 9.0, opt-in shared memory) on the listed cases and on random ones.
 """
 from __future__ import annotations
 
-from pathlib import Path
+from hypothesis import strategies as st
 
-from judge.grading.grade import Result, Verdict, learner_error
+from judge.grading import cpu_flow as flow
 
-HERE = Path(__file__).resolve().parent
 KB = 1024
+HOPPER = {"smem_per_sm": 228 * KB, "smem_per_block": 227 * KB, "smem_reserved_per_block": 1 * KB, "smem_unit": 128,
+          "regs_per_sm": 64 * KB, "sub_partitions": 4, "reg_unit": 256, "regs_per_thread": 255,
+          "threads_per_block": 1024, "warps_per_sm": 64, "blocks_per_sm": 32}
+GPUS = ("H100", "H200")
 
 # (BM, BN, BK, elem_bytes, what)
 STAGES = [
@@ -50,97 +54,104 @@ BLOCKS = [
 ]
 
 
-class _Fail(Exception):
-    def __init__(self, message, details=()):
-        super().__init__(message)
-        self.message, self.details = message, list(details)
+# ------------------------------------------------------------------ the reference (the statement's rules)
+def stage_bytes(BM, BN, BK, elem_bytes=4):
+    return (BM * BK + BK * BN) * elem_bytes
 
 
-
-def _call(fn, text, *args, **kw):
-    try:
-        return fn(*args, **kw)
-    except Exception as e:  # noqa: BLE001 - whatever the learner's code raises is the answer
-        raise _Fail(learner_error(e, text)) from None
+def pipeline_bytes(BM, BN, BK, stages, elem_bytes=4):
+    return stages * stage_bytes(BM, BN, BK, elem_bytes)
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _limits(ref, smem, threads, regs) -> str:
-    """Each limit on its own, for a failure message."""
-    L = ref.HOPPER
-    warps = -(-threads // 32)
+def _counts(smem, threads, regs):
+    """Each limit's count of blocks for a block that can launch."""
+    L = HOPPER
+    warps = -(-threads // 32)                                     # a partial warp takes a whole warp
     alloc = -(-(smem + L["smem_reserved_per_block"]) // L["smem_unit"]) * L["smem_unit"]
-    parts = [f"block cap {L['blocks_per_sm']}",
-             f"warps {L['warps_per_sm']} // {warps} = {L['warps_per_sm'] // warps}",
+    out = {"cap": L["blocks_per_sm"], "warps": L["warps_per_sm"] // warps, "shared": L["smem_per_sm"] // alloc}
+    if regs:
+        per_warp = -(-regs * 32 // L["reg_unit"]) * L["reg_unit"]
+        out["registers"] = (L["regs_per_sm"] // L["sub_partitions"]) // per_warp * L["sub_partitions"] // warps
+    return out
+
+
+def blocks_per_sm(smem_per_block, threads_per_block, regs_per_thread, gpu="H100"):
+    if gpu not in GPUS:
+        raise ValueError(f"gpu must be one of {GPUS}, got {gpu!r}")
+    L = HOPPER
+    if (threads_per_block > L["threads_per_block"] or regs_per_thread > L["regs_per_thread"]
+            or smem_per_block > L["smem_per_block"]):
+        return 0
+    return min(_counts(smem_per_block, threads_per_block, regs_per_thread).values())
+
+
+# ------------------------------------------------------------------ explaining
+def explain_stage(call, got, want):
+    BM, BN, BK = call.args[:3]
+    eb = call.args[3] if len(call.args) > 3 else call.kwargs.get("elem_bytes", 4)
+    return (f"a stage holds an A tile of {BM}x{BK} and a B tile of {BK}x{BN} elements, {eb} byte(s) each"
+            + (" (elem_bytes defaults to 4)" if len(call.args) < 4 and "elem_bytes" not in call.kwargs else ""))
+
+
+def explain_pipe(call, got, want):
+    BM, BN, BK, s = call.args[:4]
+    eb = call.args[4] if len(call.args) > 4 else call.kwargs.get("elem_bytes", 4)
+    return f"{s} stages of {stage_bytes(BM, BN, BK, eb)} bytes each"
+
+
+def explain_blocks(call, got, want):
+    smem, threads, regs = call.args[:3]
+    if want == 0:
+        return ("a block over any per-block limit (227 KB shared, 1024 threads, 255 registers per thread) cannot "
+                "launch: 0 blocks; so can a block whose registers do not fit the SM (the register count is 0)")
+    L, warps = HOPPER, -(-threads // 32)
+    alloc = -(-(smem + L["smem_reserved_per_block"]) // L["smem_unit"]) * L["smem_unit"]
+    parts = [f"block cap {L['blocks_per_sm']}", f"warps {L['warps_per_sm']} // {warps} = {L['warps_per_sm'] // warps}",
              f"shared {L['smem_per_sm']} // {alloc} (request + 1 KB reserved, in 128 B units) = "
              f"{L['smem_per_sm'] // alloc}"]
     if regs:
         per_warp = -(-regs * 32 // L["reg_unit"]) * L["reg_unit"]
         q = (L["regs_per_sm"] // L["sub_partitions"]) // per_warp
-        parts.append(f"registers: {per_warp} per warp, {q} warps per quarter, 4 x {q} // {warps} = "
-                     f"{4 * q // warps}")
+        parts.append(f"registers: {per_warp} per warp, {q} warps per quarter, 4 x {q} // {warps} = {4 * q // warps}")
     return "limits: " + "; ".join(parts)
 
 
-def _check_bytes(mod, ref):
-    for BM, BN, BK, eb, what in STAGES:
-        text = f"stage_bytes({BM}, {BN}, {BK}, elem_bytes={eb})"
-        got, want = _call(mod.stage_bytes, text, BM, BN, BK, elem_bytes=eb), ref.stage_bytes(BM, BN, BK, eb)
-        if got != want:
-            raise _Fail(f"{text} returned {got!r}, expected {want} ({what})",
-                        [f"a stage holds an A tile of {BM}x{BK} and a B tile of {BK}x{BN} elements, "
-                         f"{eb} byte(s) each"])
-    for BM, BN, BK, s, eb in PIPES:
-        text = f"pipeline_bytes({BM}, {BN}, {BK}, {s}, elem_bytes={eb})"
-        got, want = _call(mod.pipeline_bytes, text, BM, BN, BK, s, elem_bytes=eb), ref.pipeline_bytes(BM, BN, BK, s, eb)
-        if got != want:
-            raise _Fail(f"{text} returned {got!r}, expected {want} ({s} stages of "
-                        f"{ref.stage_bytes(BM, BN, BK, eb)} bytes)")
+# ------------------------------------------------------------------ inputs
+tile = st.sampled_from([8, 16, 32, 48, 64, 96, 128, 192, 256])
+elem = st.sampled_from([1, 2, 4, 8])
 
 
-def _check_blocks(mod, ref, gpu):
-    for smem, threads, regs, what in BLOCKS:
-        text = f"blocks_per_sm({smem}, {threads}, {regs}, gpu={gpu!r})"
-        got = _call(mod.blocks_per_sm, text, smem, threads, regs, gpu=gpu)
-        want = ref.blocks_per_sm(smem, threads, regs, gpu=gpu)
-        if not _is_int(got) or got != want:
-            raise _Fail(f"{text} returned {got!r}, expected {want} ({what})",
-                        [_limits(ref, smem, threads, regs)] if want else
-                        ["a block over any per-block limit (227 KB shared, 1024 threads, 255 registers "
-                         "per thread, 64K registers) cannot launch: 0 blocks"])
+@st.composite
+def stage_args(draw, stages=False):
+    args = [draw(tile), draw(tile), draw(st.sampled_from([4, 8, 16, 32, 64, 128]))]
+    if stages:
+        args.append(draw(st.integers(1, 8)))
+    return flow.Args(*args, elem_bytes=draw(elem)) if draw(st.booleans()) else flow.Args(*args)
 
 
-def check(sub) -> Result:
-    sub.progress("loading budget.py")
-    mod = sub.learner_module("stage_bytes", "pipeline_bytes", "blocks_per_sm")
-    ref = sub.exercise.reference()
-    checked = []
-    try:
-        sub.progress("stage_bytes and pipeline_bytes")
-        _check_bytes(mod, ref)
-        checked.append(f"{len(STAGES)} stage sizes and {len(PIPES)} pipelines (8 KB per stage, 16/24/32 KB "
-                       f"for 2/3/4 stages of the chapter's SGEMM)")
-        for gpu in ("H100", "H200"):
-            sub.progress(f"blocks_per_sm on {gpu}")
-            _check_blocks(mod, ref, gpu)
-        checked.append(f"{len(BLOCKS)} occupancy cases on H100 and H200 (shared memory, reserved 1 KB, "
-                       f"allocation units, warps, registers, block cap, launch limits)")
-        sub.progress("an unknown gpu")
-        try:
-            got = mod.blocks_per_sm(8 * KB, 256, 64, gpu="A100")
-        except ValueError:
-            pass
-        except Exception as e:  # noqa: BLE001
-            raise _Fail("blocks_per_sm(..., gpu='A100') should raise ValueError; "
-                        + learner_error(e, "it")) from None
-        else:
-            raise _Fail(f"blocks_per_sm(..., gpu='A100') returned {got!r}: it should raise ValueError "
-                        f"(only H100 and H200 are described)")
-        checked.append("an unknown gpu raises ValueError")
-    except _Fail as f:
-        return Result(Verdict.WRONG, f.message, details=f.details, checked=checked)
-    return Result(Verdict.PASS, "shared-memory budget and blocks per SM agree with the Hopper limits",
-                  checked=checked)
+@st.composite
+def kernels(draw):
+    smem = draw(st.one_of(st.integers(0, 229 * KB), st.sampled_from([0, 48 * KB, 227 * KB, 227 * KB + 1]),
+                          st.integers(0, 64).map(lambda k: k * 3584)))
+    threads = draw(st.one_of(st.integers(1, 1100), st.integers(1, 128), st.sampled_from([32, 64, 128, 256, 512, 1024])))
+    regs = draw(st.one_of(st.integers(0, 260), st.sampled_from([32, 40, 64, 72, 96, 128, 168, 255])))
+    which = draw(st.sampled_from(["default", "H100", "H200"]))
+    return flow.Args(smem, threads, regs) if which == "default" else flow.Args(smem, threads, regs, gpu=which)
+
+
+def check(sub):
+    block_edges = [flow.Edge(flow.Args(s, t, r, gpu=g), what) for g in GPUS for s, t, r, what in BLOCKS]
+    block_edges += [flow.Edge(flow.Args(24 * KB, 256, 128), "the default gpu"),
+                    flow.Edge(flow.Args(8 * KB, 256, 64, gpu="A100"), "an unknown gpu raises ValueError")]
+    functions = [
+        flow.Function("stage_bytes", reference=stage_bytes, args=stage_args(),
+                      edges=[flow.Edge(flow.Args(BM, BN, BK, elem_bytes=eb), what) for BM, BN, BK, eb, what in STAGES]
+                      + [flow.Edge((128, 128, 8), "elem_bytes left at its default, 4")],
+                      explain=explain_stage),
+        flow.Function("pipeline_bytes", reference=pipeline_bytes, args=stage_args(stages=True),
+                      edges=[flow.Edge(flow.Args(BM, BN, BK, s, elem_bytes=eb)) for BM, BN, BK, s, eb in PIPES],
+                      explain=explain_pipe),
+        flow.Function("blocks_per_sm", reference=blocks_per_sm, args=kernels(), edges=block_edges, raises=ValueError,
+                      explain=explain_blocks),
+    ]
+    return flow.run(sub, functions, checked=["the limits of compute capability 9.0 (README's table)"])

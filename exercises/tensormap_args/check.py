@@ -1,13 +1,19 @@
 """Grader of tensormap_args: python practice/judge.py check tensormap_args
 
-Legal tensors and tiles must give the exact innermost-first argument lists (the expected
-values come from solution.py, plus the seed's 1024x2048 int32 case written out by hand);
-illegal ones must raise ValueError whose message names the broken rule and no other rule
-(a message listing every rule names none of them). Each illegal case breaks exactly one rule,
-so the order in which a solution checks them does not matter.
+encode_args is called directly (judge.grading.cpu_flow) on the statement's cases, then on tensors and
+boxes drawn at random each run (ranks 0 to 6, every element size, row-major, padded and strided
+layouts, boxes inside and past the tensor, every swizzle). The reference is the statement's table of
+rules, each checked on its own (the same rules judge.hw.tma validates a tensor map with; a test
+checks that they agree). Legal tensors and tiles must give the exact innermost-first lists (the
+seed's 1024x2048 int32 case is also written out by hand). For an illegal one the learner must raise
+ValueError whose message names a rule the call breaks and no rule it does not break (a message
+listing every rule names none of them); where several rules are broken, any one of them will do.
 """
+from __future__ import annotations
 
-from judge.grading.grade import Result, Verdict, learner_error
+from hypothesis import strategies as st
+
+from judge.grading import cpu_flow as flow
 
 F32, F16, I8 = 4, 2, 1
 
@@ -46,87 +52,130 @@ KEYS = ("dims", "global_strides", "box", "elem_strides")
 RULES = ("tensorRank", "innermost stride", "globalStrides", "boxDim", "inner box bytes", "swizzle")
 # the swizzle limit is a limit on the inner box bytes: its message may say so
 MAY_ALSO_NAME = {"swizzle": {"inner box bytes"}}
+SPAN = {"none": None, "32B": 32, "64B": 64, "128B": 128}
 
 
+# ------------------------------------------------------------------ the reference (the statement's table)
+def row_major(shape, dtype_bytes):
+    strides, step = [], dtype_bytes
+    for n in reversed(shape):
+        strides.insert(0, step)
+        step *= n
+    return strides
+
+
+def broken_rules(shape, dtype_bytes, strides_bytes, box, swizzle="none"):
+    """Every rule of the table this call breaks, each checked on its own."""
+    rank = len(shape)
+    if not 1 <= rank <= 5:
+        out = ["tensorRank"]
+        if rank == 0:
+            return out
+    else:
+        out = []
+    strides = row_major(shape, dtype_bytes) if strides_bytes is None else list(strides_bytes)
+    if strides[-1] != dtype_bytes:
+        out.append("innermost stride")
+    if any(s % 16 for s in strides[:-1]):
+        out.append("globalStrides")
+    if any(not 1 <= b <= 256 for b in box):
+        out.append("boxDim")
+    inner = box[-1] * dtype_bytes
+    if inner % 16:
+        out.append("inner box bytes")
+    if SPAN[swizzle] is not None and inner > SPAN[swizzle]:
+        out.append("swizzle")
+    return out
+
+
+def encode_args(shape, dtype_bytes, strides_bytes, box, swizzle="none"):
+    broken = broken_rules(shape, dtype_bytes, strides_bytes, box, swizzle)
+    if broken:
+        e = ValueError(f"{broken[0]}: cuTensorMapEncodeTiled refuses this map (broken: {', '.join(broken)})")
+        e.rules = broken
+        raise e
+    strides = row_major(shape, dtype_bytes) if strides_bytes is None else list(strides_bytes)
+    return dict(dims=list(reversed(shape)), global_strides=list(reversed(strides[:-1])),
+                box=list(reversed(box)), elem_strides=[1] * len(shape))
+
+
+# ------------------------------------------------------------------ judging a refusal, explaining
 def _rules_named(message: str) -> list[str]:
     low = message.lower()
     return [r for r in RULES if r.lower() in low]
 
 
-def _names_only(rule: str, message: str) -> str | None:
-    """None when the message names `rule` and no other rule; else what is wrong with it."""
-    named = _rules_named(message)
-    if rule not in named:
-        return f"does not name the broken rule: expected the message to contain '{rule}'"
-    others = [r for r in named if r != rule and r not in MAY_ALSO_NAME.get(rule, ())]
+def refusal(call, learner_exc, reference_exc):
+    """None when the message names a broken rule and no rule this call does not break."""
+    broken = reference_exc.rules
+    named = _rules_named(str(learner_exc))
+    if not any(r in named for r in broken):
+        return ("does not name the broken rule: expected the message to contain "
+                + " or ".join(repr(r) for r in broken))
+    allowed = set(broken) | {m for r in broken for m in MAY_ALSO_NAME.get(r, ())}
+    others = [r for r in named if r not in allowed]
     if others:
-        return (f"names other rules too ({', '.join(repr(o) for o in others)}): the message must name the "
-                f"one rule this tensor or box breaks, '{rule}', and no other")
+        return (f"names other rules too ({', '.join(repr(o) for o in others)}), which this call does not break: "
+                f"the message must name the rule the tensor or box breaks ({', '.join(repr(r) for r in broken)}), "
+                f"and no other")
     return None
 
 
-
-def _normalize(got):
-    if not isinstance(got, dict) or any(k not in got for k in KEYS):
-        return None
-    try:
-        return {k: [int(v) for v in got[k]] for k in KEYS}
-    except (TypeError, ValueError):
-        return None
-
-
-def _hint(key, got, want):
-    if list(reversed(got)) == want and got != want:
-        return " (reversed: the descriptor lists dims innermost-first)"
-    if key == "global_strides" and len(got) == len(want) + 1:
-        return " (the innermost stride is implied and left out: rank - 1 entries)"
-    return ""
-
-
-def check(sub) -> Result:
-    sub.progress("importing tensormap.py")
-    encode = sub.learner_module("encode_args").encode_args
-    ref = sub.exercise.reference().encode_args
-    assert ref(*LEGAL[0][1:]) == SEED_EXPECTED      # the reference agrees with the hand-written seed case
-
-    for i, (name, shape, nbytes, strides, box, swz) in enumerate(LEGAL):
-        sub.progress(f"legal case {i + 1}/{len(LEGAL)}: {name}")
-        call = f"encode_args({shape}, {nbytes}, {strides}, {box}, {swz!r})"
-        try:
-            got = encode(shape, nbytes, strides, box, swz)
-        except ValueError as e:
-            return Result(Verdict.WRONG, f"case '{name}': {call} raised ValueError('{e}') "
-                          f"but the driver accepts this tensor and box")
-        except Exception as e:  # noqa: BLE001
-            return Result(Verdict.WRONG, f"case '{name}': " + learner_error(e, call))
-        want = ref(shape, nbytes, strides, box, swz)
-        norm = _normalize(got)
-        if norm is None:
-            return Result(Verdict.WRONG, f"case '{name}': {call} returned {got!r}; expected a dict "
-                          f"with lists {', '.join(KEYS)}: {want}")
+def explain(call, got, want):
+    if isinstance(want, BaseException):
+        return [f"cuTensorMapEncodeTiled would refuse it: rule {', '.join(repr(r) for r in want.rules)} is broken; "
+                f"raise ValueError naming it"]
+    lines = []
+    shape, box = call.args[0], call.args[3]
+    if isinstance(got, BaseException):
+        lines.append("the driver accepts this tensor and box")
+        if any(b > n for b, n in zip(box, shape)):
+            lines.append("a box larger than the tensor is legal: a load fills the part outside (OOB) with zeros, "
+                         "a store drops it")
+    if isinstance(got, dict):
         for k in KEYS:
-            if norm[k] != want[k]:
-                return Result(Verdict.WRONG, f"case '{name}': {k} got {norm[k]} expected {want[k]}"
-                              + _hint(k, norm[k], want[k]), details=[f"call: {call}"])
+            g = got.get(k)
+            try:
+                g = [int(v) for v in g]
+            except (TypeError, ValueError):
+                continue
+            if g != want[k]:
+                if list(reversed(g)) == want[k]:
+                    lines.append(f"{k} is reversed: the descriptor lists dims innermost-first")
+                elif k == "global_strides" and len(g) == len(want[k]) + 1:
+                    lines.append("the innermost stride is implied and left out: rank - 1 entries")
+                break
+    return lines
 
-    for i, (name, shape, nbytes, strides, box, swz, rule) in enumerate(ILLEGAL):
-        sub.progress(f"illegal case {i + 1}/{len(ILLEGAL)}: {name}")
-        call = f"encode_args({shape}, {nbytes}, {strides}, {box}, {swz!r})"
-        try:
-            got = encode(shape, nbytes, strides, box, swz)
-        except ValueError as e:
-            why = _names_only(rule, str(e))
-            if why:
-                return Result(Verdict.WRONG, f"case '{name}': ValueError('{e}') {why}",
-                              details=[f"call: {call}"])
-            continue
-        except Exception as e:  # noqa: BLE001
-            return Result(Verdict.WRONG, f"case '{name}': " + learner_error(e, call)
-                          + f"; expected ValueError naming '{rule}'")
-        return Result(Verdict.WRONG, f"case '{name}': {call} returned {got!r} but breaks the "
-                      f"'{rule}' rule: cuTensorMapEncodeTiled would refuse it; raise ValueError")
 
-    return Result(Verdict.PASS, f"{len(LEGAL)} legal descriptors right, {len(ILLEGAL)} illegal ones refused "
-                  f"with the one broken rule named",
-                  checked=[f"{len(LEGAL)} legal tensors/tiles (ranks 1-5, strided, swizzled, OOB box)",
-                           f"{len(ILLEGAL)} illegal ones, one broken rule each"])
+# ------------------------------------------------------------------ inputs
+@st.composite
+def tensors(draw):
+    rank = draw(st.sampled_from([0, 1, 2, 2, 3, 3, 4, 5, 6]))
+    eb = draw(st.sampled_from([1, 2, 4, 8]))
+    aligned = st.integers(1, 16).map(lambda k: k * 16 // eb)          # whole 16-byte rows, most of the time
+    shape = tuple(draw(st.one_of(aligned, aligned, st.integers(1, 300))) for _ in range(rank))
+    box = tuple(draw(st.one_of(st.integers(1, 256), st.integers(0, 300), st.just(n), aligned, aligned)) for n in shape)
+    layout = draw(st.sampled_from(["row-major", "row-major", "padded", "strided", "slice", "slice"]))
+    strides = None
+    if rank and layout != "row-major":
+        inner = eb * (2 if layout == "strided" else 1)
+        strides, step = [inner], shape[-1] * inner
+        for n in reversed(shape[:-1]):
+            # padded: the rows only; slice: every dimension padded on its own (a slice of a larger tensor)
+            pad = draw(st.sampled_from([0, 16, 16, 48, 8, 24])) if layout == "slice" or len(strides) == 1 else 0
+            step += 0 if layout == "strided" else pad
+            strides.insert(0, step)
+            step *= n
+        strides = tuple(strides)
+    return (shape, eb, strides, box, draw(st.sampled_from(["none", "none", "32B", "64B", "128B"])))
+
+
+def check(sub):
+    fn = flow.Function("encode_args", reference=encode_args, args=tensors(), raises=ValueError, refusal=refusal,
+                       edges=[flow.Edge(c[1:], c[0]) for c in LEGAL] + [flow.Edge(c[1:6], c[0]) for c in ILLEGAL],
+                       explain=explain)
+    return flow.run(sub, [fn], checked=[f"{len(LEGAL)} legal tensors/tiles (ranks 1-5, strided, swizzled, OOB box)",
+                                        f"{len(ILLEGAL)} illegal ones, one broken rule each",
+                                        "tensors and boxes drawn at random: legal ones exact, illegal ones "
+                                        "refused naming a rule they break"])

@@ -70,7 +70,9 @@ def plan(tile, dtype, shape, strides=None, swizzle="none"):
     i = 0
     while i + 1 < len(g):
         box, dim = b[i] * b[i + 1], g[i] * g[i + 1]
-        legal = box <= MAX_BOX or (i == 0 and not span and widen(box, dim, eb) is not None)
+        # under a swizzle the inner box may not grow past the span again (that would undo the atoms)
+        legal = (box <= MAX_BOX and not (i == 0 and span and box * eb > span)) or \
+            (i == 0 and not span and widen(box, dim, eb) is not None)
         if b[i] == g[i] and st[i + 1] == st[i] * g[i] and legal:
             g[i:i + 2], b[i:i + 2], st[i:i + 2] = [dim], [box], [st[i]]
         else:

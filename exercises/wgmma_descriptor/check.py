@@ -1,31 +1,60 @@
 """Grader of wgmma_descriptor: python practice/judge.py check wgmma_descriptor
 
-Graded bit-exact against solution.py, in two steps:
-1. encode() on fixed and random fields (every swizzle, base offsets, the largest values);
-2. tile_descriptor() for every swizzle, slices k = 0..3 and three tile addresses.
-A wrong descriptor is decoded (judge.hw.wgmma.decode) and the first differing field is named with its
-bits. For tile_descriptor the judge also says what wgmma would do with it: it follows the
-descriptor the way the hardware does (judge.hw.wgmma.operand_address) and names the first element of
-the slice it would read from a byte where the tile does not hold it.
+Both functions are called directly, through the Python flow (judge.grading.cpu_flow), and compared
+bit for bit with judge.hw.wgmma (the PTX ISA's Matrix Descriptor Format, checked against the SASS
+in tests/test_ch04_cpu.py):
+1. encode() on the statement's fields (every swizzle, base offsets, the largest values), then on
+   field sets drawn per run;
+2. tile_descriptor() for every swizzle, slice k = 0..3 and four tile addresses (one above 64 KiB),
+   then on tile addresses, swizzles and slices drawn per run.
+A wrong descriptor is decoded field by field and the first differing field is named with its bits.
+For tile_descriptor the judge also says what wgmma would do with it: it follows the descriptor the
+way the hardware does (judge.hw.wgmma.operand_address) and names the first element of the slice it
+would read from a byte where the tile does not hold it.
 """
-import random
+import numbers
 
+import numpy as np
+from hypothesis import strategies as st
+
+from judge.grading import cpu_flow as flow
 from judge.hw import wgmma
-from judge.grading.grade import Result, Verdict, learner_error
 
 SWIZZLES = ("none", "32B", "64B", "128B")
+REPEAT = {"none": 128, "32B": 256, "64B": 512, "128B": 1024}    # a tile starts on its swizzle's repeat
+SMEM = 228 * 1024                                               # Hopper's shared memory per SM
+TILE_BYTES = 64 * 64 * 2                                        # 64 x 64 bf16
 FIXED = [
     (0x400, 16, 1024, "128B", 0), (0x400, 16, 512, "64B", 0), (0x400, 16, 256, "32B", 0),
     (0x400, 128, 1024, "none", 0), (0, 0, 0, "none", 0), (0x3FFF0, 0x3FFF0, 0x3FFF0, "32B", 7),
-    (0x8420, 16, 1024, "128B", 0), (0x1230, 4096, 2048, "64B", 3),
+    (0x8420, 16, 1024, "128B", 0), (0x1230, 4096, 2048, "64B", 3), (0x36000, 16, 1024, "128B", 5),
 ]
-STARTS = (0x400, 0x2000, 0x8400)
+STARTS = (0x400, 0x2000, 0x8400, 0x36000)
+MEANING = {"start": "start address >> 4", "lbo": "leading byte offset >> 4", "sbo": "stride byte offset >> 4",
+           "base_offset": "base offset", "swizzle": "layout (0 none, 1 = 128B, 2 = 64B, 3 = 32B)"}
 
 
-def _differs(got, want) -> list[str]:
+def tile_reference(start, swizzle, k):
+    """Slice k of the canonical 64 x 64 bf16 K-major tile at `start`: where A[0][16k] lies, and the tile's strides."""
+    first = start + wgmma.kmajor_offset(0, 16 * k, swizzle, k_elems=64)
+    return wgmma.kmajor_descriptor(first, swizzle, k_bytes=128)
+
+
+def as_descriptor(v):
+    """A returned descriptor as an int of 64 bits, or None when it is not an integer of any type."""
+    if isinstance(v, (bool, np.bool_)):
+        return None
+    if isinstance(v, np.signedinteger) and v.dtype.itemsize == 8 and v < 0:
+        return int(v) + (1 << 64)             # an int64 holding bit 63: the same 64 bits
+    if isinstance(v, (numbers.Integral, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)) and float(v).is_integer():
+        return int(v)
+    return None
+
+
+def differs(got: int, want: int) -> list[str]:
     """The fields (with their bits) in which two descriptors differ, stray bits included."""
-    if not isinstance(got, int) or isinstance(got, bool):
-        return [f"a descriptor is an int, got {type(got).__name__} {got!r}"]
     if not 0 <= got < 1 << 64:
         return [f"{got:#x} does not fit in 64 bits"]
     out = []
@@ -35,25 +64,36 @@ def _differs(got, want) -> list[str]:
         if g != w:
             unit = f" ({g << shift} bytes)" if shift else ""
             wunit = f" ({w << shift} bytes)" if shift else ""
-            meaning = {"start": "start address >> 4", "lbo": "leading byte offset >> 4",
-                       "sbo": "stride byte offset >> 4", "base_offset": "base offset",
-                       "swizzle": "layout (0 none, 1 = 128B, 2 = 64B, 3 = 32B)"}[name]
-            out.append(f"field {meaning}, bits {lo}-{lo + width - 1}: you have {g}{unit}, expected {w}{wunit}")
+            out.append(f"field {MEANING[name]}, bits {lo}-{lo + width - 1}: you have {g}{unit}, expected {w}{wunit}")
     used = sum(((1 << w) - 1) << lo for _, lo, w, _ in wgmma.FIELDS)
     stray = got & ~used & ((1 << 64) - 1)
     if stray:
-        bits = [b for b in range(64) if stray >> b & 1]
-        out.append(f"bits {bits} are set, but they belong to no field and must be 0")
+        out.append(f"bits {[b for b in range(64) if stray >> b & 1]} are set, but they belong to no field and must be 0")
     return out
 
 
-def _consequence(got, start, swizzle, k) -> str | None:
-    """What wgmma would read with the learner's descriptor: the first misplaced element of the slice."""
+def compare(got, want):
+    g = as_descriptor(got)
+    if g is None:
+        return (f"got {flow._show(got)}: a descriptor is an integer below 2**64 (a Python int or any NumPy integer "
+                f"type holding its 64 bits)")
+    return None if g == want else differs(g, want)[0]
+
+
+def _hex_lines(got, want):
+    g = as_descriptor(got)
+    if g is None:
+        return []
+    return [f"got {g:#018x}", f"expected {want:#018x}", *differs(g, want)[1:]]
+
+
+def consequence(desc, start, swizzle, k) -> str | None:
+    """What wgmma would read with this descriptor: the first misplaced element of the slice."""
     try:
-        wgmma.decode(got)
+        wgmma.decode(desc)
         for row in range(64):
             for kk in range(16):
-                have = wgmma.operand_address(got, row, kk)
+                have = wgmma.operand_address(desc, row, kk)
                 want = start + wgmma.kmajor_offset(row, 16 * k + kk, swizzle, k_elems=64)
                 if have != want:
                     return (f"with it, wgmma would read A[{row}][{16 * k + kk}] from shared byte {have:#x}; "
@@ -63,50 +103,47 @@ def _consequence(got, start, swizzle, k) -> str | None:
     return None
 
 
-def check(sub) -> Result:
-    sub.progress("importing descriptor.py")
-    mod = sub.learner_module("encode", "tile_descriptor")
-    ref = sub.exercise.reference()
+def tile_why(call, got, want):
+    start, swizzle, k = call.args[:3]
+    out = _hex_lines(got, want)
+    g = as_descriptor(got)
+    if g is None:
+        return out
+    why = consequence(g, start, swizzle, k)
+    if why:
+        out.insert(0, why)
+    elif swizzle != "none" and all("leading" in d for d in differs(g, want)):
+        out.insert(0, "the hardware ignores this field for a swizzled K-major tile, but the exercise fixes it to "
+                      "16 bytes (field value 1), as CUTLASS does")
+    if start >= 1 << 16 and consequence(g, start & 0xFFFF, swizzle, k) is None:
+        out.append(f"the tile starts at {start:#x}, above 64 KiB: a shared address has 18 bits here "
+                   f"(228 KiB of shared memory), and the start field keeps bits 4-17")
+    return out
 
-    rng = random.Random(90)
-    cases = FIXED + [(16 * rng.randrange(1 << 14), 16 * rng.randrange(1 << 14), 16 * rng.randrange(1 << 14),
-                      rng.choice(SWIZZLES), rng.randrange(8)) for _ in range(40)]
-    sub.progress(f"encode: {len(cases)} field sets")
-    for start, lbo, sbo, sw, base in cases:
-        call = f"encode(start={start:#x}, lbo={lbo}, sbo={sbo}, swizzle={sw!r}, base_offset={base})"
-        try:
-            got = mod.encode(start, lbo, sbo, sw, base)
-        except Exception as e:  # noqa: BLE001
-            return Result(Verdict.WRONG, learner_error(e, call))
-        want = ref.encode(start, lbo, sbo, sw, base)
-        if got != want:
-            diffs = _differs(got, want)
-            return Result(Verdict.WRONG, f"{call}: {diffs[0]}",
-                          details=[f"got {got:#018x}" if isinstance(got, int) else f"got {got!r}",
-                                   f"expected {want:#018x}", *diffs[1:]])
 
-    sub.progress("tile_descriptor: 4 swizzles x 4 slices x 3 addresses")
-    for start in STARTS:
-        for sw in SWIZZLES:
-            for k in range(4):
-                call = f"tile_descriptor(start={start:#x}, swizzle={sw!r}, k={k})"
-                try:
-                    got = mod.tile_descriptor(start, sw, k)
-                except Exception as e:  # noqa: BLE001
-                    return Result(Verdict.WRONG, learner_error(e, call))
-                want = ref.tile_descriptor(start, sw, k)
-                if got != want:
-                    diffs = _differs(got, want)
-                    details = [f"got {got:#018x}" if isinstance(got, int) else f"got {got!r}",
-                               f"expected {want:#018x}", *diffs[1:]]
-                    why = _consequence(got, start, sw, k)
-                    if why:
-                        details.insert(0, why)
-                    elif isinstance(got, int) and sw != "none" and all("leading" in d for d in diffs):
-                        details.insert(0, "the hardware ignores this field for a swizzled K-major tile, "
-                                          "but the exercise fixes it to 16 bytes (field value 1), as CUTLASS does")
-                    return Result(Verdict.WRONG, f"{call}: {diffs[0]}", details=details)
-    return Result(Verdict.PASS, f"encode right on {len(cases)} field sets; tile_descriptor right for every "
-                  "swizzle, slice and address",
-                  checked=[f"encode: {len(FIXED)} fixed + 40 random field sets, bit-exact",
-                           "tile_descriptor: none/32B/64B/128B x k = 0..3 x 3 addresses, bit-exact"])
+BYTES_16 = st.integers(0, (1 << 14) - 1).map(lambda v: 16 * v)       # what a 14-bit field of bytes >> 4 holds
+
+ENCODE = flow.Function(
+    "encode", reference=wgmma.encode, compare=compare, explain=lambda call, got, want: _hex_lines(got, want),
+    args=st.tuples(BYTES_16, BYTES_16, BYTES_16, st.sampled_from(SWIZZLES), st.integers(0, 7)),
+    edges=[flow.Edge(f, "the statement's fields") for f in FIXED]
+    + [flow.Edge(flow.Args(0x400, 16, 1024, "128B"), "the statement's example, base_offset left at its default")])
+
+
+@st.composite
+def _tiles(draw):
+    sw = draw(st.sampled_from(SWIZZLES))
+    start = REPEAT[sw] * draw(st.integers(0, (SMEM - TILE_BYTES) // REPEAT[sw]))
+    return (start, sw, draw(st.integers(0, 3)))
+
+
+TILE = flow.Function(
+    "tile_descriptor", reference=tile_reference, compare=compare, explain=tile_why, args=_tiles(),
+    edges=[flow.Edge((s, sw, k), "every swizzle and slice" + (", a tile above 64 KiB" if s >= 1 << 16 else ""))
+           for s in STARTS for sw in SWIZZLES for k in range(4)])
+
+
+def check(sub):
+    return flow.run(sub, [ENCODE, TILE],
+                    checked=[f"encode: {len(FIXED) + 1} field sets of the statement, then field sets drawn per run",
+                             "tile_descriptor: none/32B/64B/128B x k = 0..3 x 4 addresses, then tiles drawn per run"])

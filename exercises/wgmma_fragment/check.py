@@ -1,72 +1,78 @@
 """Grader of wgmma_fragment: python practice/judge.py check wgmma_fragment
 
-coord() and owner() against solution.py for N = 8, 64 (every thread and register, every element)
-and N = 256 (every thread with 24 registers, 1536 elements, drawn from a fixed seed), then the
-round trip owner(coord(t, i)) == (t, i). A failure names the call, what came back, what was
-expected, and which part of the rule (warp rows, lane row, register band, column pair) it broke.
+coord() and owner() are called directly, through the Python flow (judge.grading.cpu_flow), and
+compared with judge.hw.wgmma.fragment_coord / fragment_owner (the PTX ISA's figure, checked against
+CuTe's CLayout_64xN in tests/test_ch04_cpu.py): first every register and element of N = 16 (the
+statement's drawing), N = 24 (an N that is not a power of two) and the corners of N = 8 and 256,
+then (thread, register, N) and (row, column, N) drawn per run over every legal N = 8, 16, ..., 256.
+A failure names the call, what came back, what was expected, and which part of the rule (warp
+rows, lane row, register band, column pair) it broke.
 """
-import random
+from hypothesis import strategies as st
 
-from judge.grading.grade import Result, Verdict, learner_error
+from judge.grading import cpu_flow as flow
+from judge.hw import wgmma
 
-SIZES = (8, 64, 256)
+SHAPES_N = wgmma.SHAPES_N          # 8, 16, ..., 256
 
 
-def _why(thread, reg, got, want) -> list[str]:
+def coord_why(call, got, want):
+    thread, reg = call.args[0], call.args[1]
     warp, lane = divmod(thread, 32)
-    out = [(f"thread {thread} is lane {lane} of warp {warp}: warp {warp} owns rows {16 * warp}..{16 * warp + 15}; "
-           f"lane {lane} sits in row {lane // 4} of each 8-row band and holds columns "
-           f"{2 * (lane % 4)} and {2 * (lane % 4) + 1} of each group of 8")]
-    out.append(f"d[{reg}] is in column group {reg // 4} (columns {8 * (reg // 4)}..{8 * (reg // 4) + 7}), "
-               f"{'lower' if (reg // 2) % 2 else 'upper'} band (+{8 * ((reg // 2) % 2)} rows), "
-               f"{'second' if reg % 2 else 'first'} column of the pair")
+    out = [f"thread {thread} is lane {lane} of warp {warp}: warp {warp} owns rows {16 * warp}..{16 * warp + 15}; "
+           f"lane {lane} sits in row {lane // 4} of each 8-row band and holds columns {2 * (lane % 4)} and "
+           f"{2 * (lane % 4) + 1} of each group of 8",
+           f"d[{reg}] is in column group {reg // 4} (columns {8 * (reg // 4)}..{8 * (reg // 4) + 7}), "
+           f"{'lower' if (reg // 2) % 2 else 'upper'} band (+{8 * ((reg // 2) % 2)} rows), "
+           f"{'second' if reg % 2 else 'first'} column of the pair"]
     if isinstance(got, (tuple, list)) and len(got) == 2:
-        if got[0] != want[0]:
-            out.append(f"your row {got[0]} should be {want[0]}")
-        if got[1] != want[1]:
-            out.append(f"your column {got[1]} should be {want[1]}")
+        for what, g, w in (("row", got[0], want[0]), ("column", got[1], want[1])):
+            if flow.same(g, w) is not None:
+                out.append(f"your {what} {g} should be {w}")
     return out
 
 
-def check(sub) -> Result:
-    sub.progress("importing fragment.py")
-    mod = sub.learner_module("coord", "owner")
-    ref = sub.exercise.reference()
-    rng = random.Random(64)
-    checked = []
-    for n in SIZES:
-        regs = range(n // 2) if n <= 64 else sorted(rng.sample(range(n // 2), 24))
-        sub.progress(f"coord, N = {n}")
-        for t in range(128):
-            for i in regs:
-                call = f"coord(thread={t}, reg={i}, n={n})"
-                try:
-                    got = mod.coord(t, i, n)
-                except Exception as e:  # noqa: BLE001
-                    return Result(Verdict.WRONG, learner_error(e, call))
-                want = ref.coord(t, i, n)
-                if not isinstance(got, (tuple, list)) or tuple(got) != want:
-                    return Result(Verdict.WRONG, f"{call}: got {got!r}, expected {want}",
-                                  details=_why(t, i, got, want))
-        cells = ([(r, c) for r in range(64) for c in range(n)] if n <= 64
-                 else [(rng.randrange(64), rng.randrange(n)) for _ in range(1536)])
-        sub.progress(f"owner, N = {n}")
-        for r, c in cells:
-            call = f"owner(row={r}, col={c}, n={n})"
-            try:
-                got = mod.owner(r, c, n)
-            except Exception as e:  # noqa: BLE001
-                return Result(Verdict.WRONG, learner_error(e, call))
-            want = ref.owner(r, c, n)
-            if not isinstance(got, (tuple, list)) or tuple(got) != want:
-                details = [(f"C[{r}][{c}] is held by thread {want[0]} (warp {want[0] // 32}, lane {want[0] % 32}) "
-                           f"in d[{want[1]}]")]
-                if isinstance(got, (tuple, list)) and len(got) == 2:
-                    try:
-                        back = ref.coord(int(got[0]), int(got[1]), n)
-                        details.append(f"thread {got[0]}'s d[{got[1]}] holds C[{back[0]}][{back[1]}]")
-                    except (ValueError, TypeError, IndexError):
-                        pass
-                return Result(Verdict.WRONG, f"{call}: got {got!r}, expected {want}", details=details)
-        checked.append(f"N = {n}: {128 * len(regs)} registers, {len(cells)} elements")
-    return Result(Verdict.PASS, "coord and owner right for N = 8, 64 and 256", checked=checked)
+def owner_why(call, got, want):
+    row, col, n = call.args[:3]
+    out = [f"C[{row}][{col}] is held by thread {want[0]} (warp {want[0] // 32}, lane {want[0] % 32}) in d[{want[1]}]"]
+    try:
+        t, i = (int(v) for v in got)
+        back = wgmma.fragment_coord(t, i, n)
+        out.append(f"thread {t}'s d[{i}] holds C[{back[0]}][{back[1]}]: owner must undo coord")
+    except (ValueError, TypeError):
+        pass
+    return out
+
+
+def _coord_edges():
+    out = [flow.Edge((t, i, 16), "N = 16, every thread and register (the statement's drawing)")
+           for t in range(128) for i in range(8)]
+    out += [flow.Edge((t, i, 24), "N = 24: not a power of two, and a legal wgmma shape")
+            for t in (0, 5, 37, 127) for i in range(12)]
+    out += [flow.Edge((t, i, n), f"N = {n}, the first and last thread and register")
+            for n in (8, 256) for t in (0, 127) for i in (0, n // 2 - 1)]
+    return out
+
+
+def _owner_edges():
+    out = [flow.Edge((r, c, 16), "N = 16, every element (the statement's drawing)") for r in range(64) for c in range(16)]
+    out += [flow.Edge((r, c, 24), "N = 24: not a power of two, and a legal wgmma shape")
+            for r in (0, 9, 40, 63) for c in range(24)]
+    out += [flow.Edge((r, c, n), f"N = {n}, the corners") for n in (8, 256) for r in (0, 63) for c in (0, n - 1)]
+    return out
+
+
+COORD = flow.Function(
+    "coord", reference=wgmma.fragment_coord, explain=coord_why, edges=_coord_edges(),
+    args=st.sampled_from(SHAPES_N).flatmap(
+        lambda n: st.tuples(st.integers(0, 127), st.integers(0, n // 2 - 1), st.just(n))))
+OWNER = flow.Function(
+    "owner", reference=wgmma.fragment_owner, explain=owner_why, edges=_owner_edges(),
+    args=st.sampled_from(SHAPES_N).flatmap(
+        lambda n: st.tuples(st.integers(0, 63), st.integers(0, n - 1), st.just(n))))
+
+
+def check(sub):
+    return flow.run(sub, [COORD, OWNER],
+                    checked=["N = 16: every register and element", "N = 24: four threads, four rows",
+                             "N = 8 and 256: the corners", "drawn per run over N = 8, 16, ..., 256"])

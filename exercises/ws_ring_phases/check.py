@@ -9,11 +9,21 @@ what goes wrong on the GPU and where:
   - an overwrite: the producer refilling a slot a consumer has not released (which lap, slot, who);
   - an early read: a consumer passing full[s] before that lap's tile landed;
   - phase aliasing: a barrier two phases ahead of a waiter, whose parity then names the wrong phase.
-Then the states are compared with the reference convention (the slot and parity of each iteration).
+Then each function of the statement is called on its own, through the Python flow
+(judge.grading.cpu_flow), against the rule written below (no solution file is needed): empty_arrivals
+for 1..16 consumers, start for both roles, and advance on arbitrary states drawn per run (any slot
+and phase of rings of 1..64 slots), not only on the states that follow each other from start().
+Counts, slots and phases may be of any integer type (numpy.int64 included).
 """
+import numbers
 import random
 
-from judge.grading.grade import Result, Verdict, learner_error
+import numpy as np
+from hypothesis import strategies as st
+
+from judge.grading import cpu_flow as flow
+from judge.grading.result import Result, Verdict
+from judge.grading.submission import learner_error
 
 SLOTS = range(1, 7)
 CONSUMERS = (1, 2, 3)
@@ -23,6 +33,31 @@ TILE_BYTES = 16384
 
 def _n(c):
     return f"{c} consumer" + ("s" if c != 1 else "")
+
+
+# ----------------------------------------------------------------------------- the rule
+def empty_arrivals_ref(consumers):
+    """Every consumer warpgroup reads every slot; one elected thread of each arrives on empty[s]."""
+    return consumers
+
+
+def start_ref(role):
+    """The producer's first lap must not block (parity 1: the phase before phase 0, complete from
+    init); a consumer's first wait on full[0] must block until phase 0 completes (parity 0)."""
+    return (0, 1) if role == "producer" else (0, 0)
+
+
+def advance_ref(state, S):
+    """The next slot; the phase flips when the slot wraps from S - 1 to 0 (one lap: one phase)."""
+    slot, phase = state
+    return ((slot + 1) % S, phase ^ 1) if slot + 1 == S else (slot + 1, phase)
+
+
+def _integer(v):
+    """v as an int if it is an integral number of any type (Python or NumPy), else None."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.integer, np.floating)):
+        return None
+    return int(v) if float(v).is_integer() else None
 
 
 class Failure(Exception):
@@ -70,12 +105,12 @@ def states(mod, role, S, n):
     except Exception as e:  # noqa: BLE001
         raise Failure(learner_error(e, f"start({role!r})")) from None
     for i in range(n):
-        if (not isinstance(st, (tuple, list)) or len(st) != 2 or st[0] not in range(S) or st[1] not in (0, 1)
-                or isinstance(st[0], bool)):
+        if (not isinstance(st, (tuple, list)) or len(st) != 2 or _integer(st[0]) not in range(S)
+                or _integer(st[1]) not in (0, 1)):
             how = f"start({role!r})" if i == 0 else f"advance({out[-1]}, S={S})"
             raise Failure(f"{how} returned {st!r} at {role} iteration {i}: a state is (slot, phase) with slot "
                           f"0..{S - 1} and phase 0 or 1 (the only parities try_wait.parity takes)")
-        out.append((int(st[0]), int(st[1])))
+        out.append((_integer(st[0]), _integer(st[1])))
         if i + 1 < n:
             try:
                 st = mod.advance(tuple(out[-1]), S)
@@ -191,47 +226,81 @@ POLICIES = [("producer first", 0), ("consumers first", 0), ("consumer 0 lags", 0
            [("random", seed) for seed in range(3)]
 
 
+def _explain_advance(call, got, want):
+    (slot, phase), S = call.args[0], call.args[1]
+    return ["advance computes the next state from the state it is given and S alone: the judge calls it on any "
+            "state, not only on those that follow each other from start()",
+            f"from slot {slot} of {S} the next slot is {want[0]}" + (
+                f"; the slot wraps from {S - 1} to 0, so the phase flips ({phase} -> {want[1]}): one lap of the ring "
+                f"is one phase of every barrier" if slot == S - 1 else
+                f"; the phase stays {phase}: it flips only when the slot wraps from {S - 1} back to 0")]
+
+
+EMPTY = flow.Function(
+    "empty_arrivals", reference=empty_arrivals_ref, args=st.tuples(st.integers(1, 16)),
+    edges=[flow.Edge((c,), "the simulated kernels' consumer counts") for c in CONSUMERS],
+    explain=lambda call, got, want: f"each of the {call.args[0]} consumer warpgroups reads every slot and one "
+                                    f"elected thread of each arrives: empty[s] counts {want} arrivals")
+START = flow.Function(
+    "start", reference=start_ref, edges=[flow.Edge(("producer",), "the producer's first state"),
+                                         flow.Edge(("consumer",), "a consumer's first state")],
+    explain=lambda call, got, want: "both sides start at slot 0; a fresh barrier is in phase 0: parity 1 passes at "
+                                    "once (the producer's first lap must not block), parity 0 blocks until the first "
+                                    "tile lands (the consumers must)")
+ADVANCE = flow.Function(
+    "advance", reference=advance_ref, explain=_explain_advance,
+    args=st.integers(1, 64).flatmap(lambda S: st.tuples(st.tuples(st.integers(0, S - 1), st.integers(0, 1)),
+                                                         st.just(S))),
+    edges=[flow.Edge(((s, p), S), "a state taken out of order")
+           for S, s in ((5, 3), (4, 3), (1, 0), (6, 0), (2, 1), (7, 6), (1000, 999), (1000, 17)) for p in (1, 0)])
+
+
 def check(sub) -> Result:
     sub.progress("importing ring.py")
     mod = sub.learner_module("empty_arrivals", "start", "advance")
-    ref = sub.exercise.reference()
+    seed = flow.seed_for_run()
+    policies = POLICIES + [("random", seed)]
     mismatch = None
     try:
         for S in SLOTS:
             sub.progress(f"states of a {S}-slot ring")
             prod, cons = states(mod, "producer", S, ITERS), states(mod, "consumer", S, ITERS)
-            want_p, want_c = states(ref, "producer", S, ITERS), states(ref, "consumer", S, ITERS)
-            for role, got, want in (("producer", prod, want_p), ("consumer", cons, want_c)):
+            for role, got in (("producer", prod), ("consumer", cons)):
+                want = [start_ref(role)]
+                while len(want) < ITERS:
+                    want.append(advance_ref(want[-1], S))
                 diff = next((i for i in range(ITERS) if got[i] != want[i]), None)
                 if mismatch is None and diff is not None:
                     mismatch = (f"{role}, S={S}, iteration {diff}: (slot, phase) {got[diff]}, expected {want[diff]}")
             for C in CONSUMERS:
                 try:
-                    count = mod.empty_arrivals(C)
+                    got = mod.empty_arrivals(C)
                 except Exception as e:  # noqa: BLE001
                     return Result(Verdict.WRONG, learner_error(e, f"empty_arrivals({C})"))
-                if not isinstance(count, int) or count < 1:
-                    return Result(Verdict.WRONG, f"empty_arrivals({C}) returned {count!r}: an mbarrier's arrival "
-                                  "count is a positive integer")
-                for policy, seed in POLICIES:
+                count = _integer(got)
+                if count is None or count < 1:
+                    return Result(Verdict.WRONG, f"empty_arrivals({C}) returned {flow._show(got)}: an mbarrier's "
+                                  "arrival count is a positive integer")
+                for policy, pseed in policies:
                     try:
-                        simulate(prod, cons, count, S, ITERS, C, policy, seed)
+                        simulate(prod, cons, count, S, ITERS, C, policy, pseed)
                     except Failure as f:
-                        details = [f"schedule: {policy}" + (f" (seed {seed})" if policy == "random" else "")]
+                        details = [f"schedule: {policy}" + (f" (seed {pseed})" if policy == "random" else "")]
                         if "overwrite" in str(f):
                             details.append("had the consumer kept reading, full[s] would complete the next phase "
                                            "before it observed this one: a producer may run at most one phase "
                                            "ahead of every consumer, and empty[s] is what holds it back")
                         if mismatch:
-                            details.append(f"first difference from the reference: {mismatch}")
+                            details.append(f"first difference from the rule: {mismatch}")
                         return Result(Verdict.WRONG, str(f), details=details)
     except Failure as f:
         return Result(Verdict.WRONG, str(f))
     if mismatch:
         return Result(Verdict.WRONG, mismatch, details=[
             ("the simulation found no deadlock, overwrite or early read, but the exercise fixes the convention: "
-            "both sides start at slot 0 and walk the slots in order")])
-    return Result(Verdict.PASS, f"no deadlock, overwrite, early read or aliasing for S = 1..6 with 1-3 consumers "
-                  f"under {len(POLICIES)} schedules",
-                  checked=[f"states: S = 1..6 x {ITERS} iterations, both roles, against the reference",
-                           f"simulated {ITERS} iterations x {len(POLICIES)} schedules x 1-3 consumers for each S"])
+             "both sides start at slot 0 and walk the slots in order")])
+    return flow.run(sub, [EMPTY, START, ADVANCE], seed=seed,
+                    note=f"the simulation found no deadlock, overwrite, early read or aliasing for S = 1..6 with 1-3 consumers "
+                         f"under {len(policies)} schedules",
+                    checked=[f"simulated {ITERS} iterations x {len(policies)} schedules x 1-3 consumers for S = 1..6",
+                             f"states in order from start(): S = 1..6 x {ITERS} iterations, both roles"])

@@ -273,14 +273,19 @@ def nvfp4_quantize(x, *, block: int = 16, tensor_amax: float | None = None) -> N
     max; block scale = amax(block) / 6 / tensor_scale, rounded to E4M3 (ties to even, saturating);
     elements = x / (block scale * tensor_scale), rounded to E2M1 (ties to even, saturating).
     A block scale that rounds to 0 (an all-zero or tiny block) gives zero elements; a block with
-    NaN or Inf gets the E4M3 NaN scale (code 0x7F). An all-zero tensor gets tensor_scale 1.
+    NaN or Inf gets the E4M3 NaN scale (code 0x7F). NaN and Inf do not enter the tensor amax. A tensor
+    whose tensor_scale would be 0 (all zeros, or so tiny that amax / 2688 underflows float32) gets 1.
     """
     b = _blocks(x, block)
     finite = np.isfinite(b)
     bad = ~finite.all(axis=-1)
     amax_blocks = np.max(np.abs(np.where(finite, b, 0.0)), axis=-1)
     t_amax = float(np.max(amax_blocks)) if tensor_amax is None else float(tensor_amax)
-    ts = np.float32(t_amax / (448.0 * 6.0)) if t_amax > 0 else np.float32(1.0)
+    # float32(amax / 2688) is 0 for an all-zero tensor and for one so tiny that the quotient underflows
+    # float32: a zero tensor scale would divide by zero, so 1.0 stands in (every block scale then rounds to 0)
+    ts = np.float32(t_amax / (448.0 * 6.0))
+    if not ts > 0:
+        ts = np.float32(1.0)
     s_vals = round_to_element(amax_blocks / 6.0 / np.float64(ts), "e4m3", "saturate")
     denom = s_vals * np.float64(ts)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -5,6 +5,7 @@
     rep = pipesim.check(ops, S=3)                           # rep.ok, rep.violations, rep.rounds
     pipesim.check(pipesim.seed_loop(3, 8, empty_commit=False)).violations[0]
     pipesim.draw(rep)                                       # groups in flight, round by round
+    pipesim.timeline(K=8, L=4, C=10, S=3)                   # copy/compute times per tile (exercise 1)
     Try it: python -m judge.hw.pipesim 3 8 [--no-empty-commit] [--wait N] [--no-barrier]
 
 The model is ONE thread's view of a block-wide pipeline; every thread of the block runs the
@@ -344,6 +345,30 @@ def safe_tiles(ops) -> list[set[int]]:
     nothing about which buffer still holds what: a later Load may already be refilling an old
     tile's buffer (check() flags a Read of such a buffer)."""
     return [r.safe for r in check(ops).rounds]
+
+
+# ------------------------------------------------------------------ the timeline of an S-buffer pipeline
+def timeline(K: int, L: float, C: float, S: int) -> list[tuple[float, float, float, float]]:
+    """(copy_start, copy_end, compute_start, compute_end) per tile of K tiles through S buffers.
+
+    The rules (exercise pipeline_timeline, chapter 1): one copy engine, copies in tile order, each
+    L long; the first min(S, K) copies are issued at t = 0; copy k >= S is issued when compute k - S
+    ends (that frees buffer k % S); compute k (C long) starts once copy k and compute k - 1 have
+    ended. ValueError for K or S not an int, K < 0, L < 0, C < 0 or S < 1.
+    """
+    if isinstance(K, bool) or isinstance(S, bool) or not isinstance(K, int) or not isinstance(S, int):
+        raise ValueError(f"K and S count tiles and buffers: whole numbers, got K={K!r}, S={S!r}")
+    if K < 0 or S < 1 or not (L >= 0 and C >= 0):
+        raise ValueError(f"need K >= 0, L >= 0, C >= 0 and S >= 1, got {(K, L, C, S)}")
+    tiles: list[tuple[float, float, float, float]] = []
+    engine_free = 0
+    for k in range(K):
+        issued = 0 if k < S else tiles[k - S][3]
+        copy_start = max(issued, engine_free)
+        compute_start = max(copy_start + L, tiles[-1][3] if tiles else 0)
+        tiles.append((copy_start, copy_start + L, compute_start, compute_start + C))
+        engine_free = copy_start + L
+    return tiles
 
 
 # ------------------------------------------------------------------ the drawing

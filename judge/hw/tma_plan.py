@@ -28,8 +28,10 @@ This module plans it in five steps, each one a rule of the hardware:
   3. merge       a dimension that the tile covers entirely (box == global extent) and whose
                  next dimension starts right after it (stride[i+1] == stride[i] * dim[i]) is
                  merged with that next one: one dimension fewer, same bytes, same order. A
-                 merge is made only if the merged box stays legal: at most 256 elements, or,
-                 for the innermost dimension without swizzle, at most 256 after step 4.
+                 merge is made only if the merged box stays legal: at most 256 elements and,
+                 for the innermost dimension under a swizzle, at most the span in bytes (else
+                 a rank-1 row would merge its atoms back); or, for the innermost dimension
+                 without swizzle, at most 256 after step 4.
   4. promote     an innermost box above 256 elements (no swizzle) is moved as a wider element
                  type: the smallest factor 2, 4 or 8 (at most 8-byte elements: uint16, uint32,
                  uint64) that brings it to 256 and divides both the box and the dimension. TMA
@@ -224,7 +226,9 @@ def plan(tile, dtype: str, shape, strides=None, swizzle: str = "none") -> Plan |
     i = 0
     while i + 1 < len(g):
         merged_box, merged_dim = b[i] * b[i + 1], g[i] * g[i + 1]
-        legal = merged_box <= MAX_BOX or (i == 0 and not span and _widen(merged_box, merged_dim, eb) is not None)
+        # under a swizzle the inner box may not outgrow the span again: that would undo step 2
+        legal = (merged_box <= MAX_BOX and not (i == 0 and span and merged_box * eb > span)) or \
+            (i == 0 and not span and _widen(merged_box, merged_dim, eb) is not None)
         if b[i] == g[i] and st[i + 1] == st[i] * g[i] and legal:
             steps.append(f"merged dims {i} and {i + 1} (inner first): {g[i]} x {g[i + 1]} -> {merged_dim}")
             g[i:i + 2], b[i:i + 2], st[i:i + 2] = [merged_dim], [merged_box], [st[i]]
