@@ -16,7 +16,6 @@ import pytest
 
 from judge.grading import cpu_flow as flow
 from judge.grading import exercise, grade
-from judge.grading.exercise import make_starter
 from judge.grading.result import Stop, Verdict
 
 IDS = ["e8m0_scale", "mx_quantize", "tmem_plan", "tcgen05_gemm"]
