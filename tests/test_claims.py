@@ -352,3 +352,17 @@ def test_chapter_1_markdown_types_no_counter_by_hand():
         for shown in (f"{s['FMA pipe %']:.0f} %", f"{ch01_notes.stall(s, 'long_scoreboard'):.2f} warps",
                       f"{s['smem bank conflicts']:.3g} bank"):
             assert shown not in md, f"chapter 1's markdown types {shown!r} ({k}, ch01.counters) by hand"
+
+
+def test_ch01_the_sync_kernels_load_result_is_first_needed_by_the_sts():
+    """The source behind "the first instruction that needs the LDG's register is the STS" (notes.CLAIMS,
+    sgemm_sync): in the SASS NVRTC makes of sgemm_sync.cu for sm_90a, each global load's destination register
+    is next read by a shared store."""
+    from judge.gpu import build
+    insns = [l.split("*/", 1)[1].strip() for l in build.compile(CH01 / "sgemm_sync.cu").sass_of("sgemm_sync").splitlines()
+             if re.search(r"/\*[0-9a-f]{4}\*/", l)]
+    loads = [(i, re.match(r"LDG\S*\s+(R\d+),", s).group(1)) for i, s in enumerate(insns) if re.match(r"LDG\S*\s+R\d+,", s)]
+    assert loads, "no LDG in sgemm_sync's SASS"
+    for i, reg in loads:
+        user = next(s for s in insns[i + 1:] if re.search(rf"\b{reg}\b", s.split(" ", 1)[1].split(",", 1)[-1]))
+        assert user.startswith("STS"), f"the first reader of {reg} (loaded by {insns[i]}) is {user}, not an STS"

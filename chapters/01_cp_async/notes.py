@@ -13,7 +13,8 @@ is not printed (the notebook says so instead), and tests/test_claims.py fails fo
     notes.cp_async_why(record.figures("ch01.sgemm"), ctr)  # section 1: what the cp.async step changed
     notes.pipeline_why(ctr)                                # section 5: why a deeper pipeline cannot help
     notes.why_markdown(record.figures("ch01.baselines"), ctr)   # section 6: every kernel's step and its why
-    notes.fp32_ceiling(record.figures("ch01.baselines"), ctr)   # section 6: the FP32 peak and what is left
+    notes.fp32_ceiling(record.figures("ch01.baselines"), ctr, record.figures("device.ceilings"))
+                                                           # section 6: the FP32 peak, what is left, bf16
     notes.draw_counters(ctr)                               # FMA-pipe utilisation and stalls per kernel
 """
 from __future__ import annotations
@@ -272,9 +273,10 @@ def pipeline_why(ctr: dict | None) -> str:
             f"curve.")
 
 
-def fp32_ceiling(baselines: dict | None, ctr: dict | None) -> str:
-    """Section 6: the FP32 peak from the SM count and clock ncu read, the fractions of it reached (timings), and
-    what the best kernels' counters say about the rest."""
+def fp32_ceiling(baselines: dict | None, ctr: dict | None, ceilings: dict | None = None) -> str:
+    """Section 6: the FP32 peak from the SM count and clock ncu read, the fractions of it reached (timings),
+    what the best kernels' counters say about the rest, and (from device.ceilings) cuBLAS's bf16 GEMM on the
+    tensor cores against its FP32 one."""
     by = counters(ctr)
     t, t2 = by.get("sgemm_tuned"), by.get("sgemm_tuned2")
     if not (baselines and t and t["SMs"] and t["max clock Hz"]):
@@ -295,6 +297,10 @@ def fp32_ceiling(baselines: dict | None, ctr: dict | None) -> str:
                    f"{t2['top stalls'][1]['reason']}. No counter recorded here "
                    f"separates the causes below that (register-bank conflicts, the order of the loads among the "
                    f"FMAs), so this chapter names no cause for the last step to cuBLAS.")
+    if ceilings and ceilings.get("bf164096_tflops") and ceilings.get("sgemm4096_tflops"):
+        bf16, fp32 = ceilings["bf164096_tflops"], ceilings["sgemm4096_tflops"]
+        out.append(f"And FP32 on CUDA cores is the slow lane of this GPU: cuBLAS's bf16 GEMM on the tensor cores ran "
+                   f"{bf16:.0f} TFLOPS at 4096³, {bf16 / fp32:.0f}x its FP32 GEMM (record section device.ceilings).")
     return " ".join(out)
 
 
