@@ -366,3 +366,31 @@ def test_ch01_the_sync_kernels_load_result_is_first_needed_by_the_sts():
     for i, reg in loads:
         user = next(s for s in insns[i + 1:] if re.search(rf"\b{reg}\b", s.split(" ", 1)[1].split(",", 1)[-1]))
         assert user.startswith("STS"), f"the first reader of {reg} (loaded by {insns[i]}) is {user}, not an STS"
+
+
+def test_ch01_the_wavefront_figures_in_the_prose_are_the_recorded_ones():
+    """Section 6 and the takeaways say: padded A reads cost 2 wavefronts, unpadded 4, and a full warp's 16-byte
+    load never fewer than 2. They must be what ncu counted on the H200 (wavefronts_h200.json)."""
+    wf = _load(CH01 / "wavefronts.py", "ch01_wavefronts")
+    rec = wf.recorded()
+    if rec is None:
+        pytest.skip("wavefronts_h200.json not recorded")
+    got = {r["pattern"]: r["ncu (H200)"] for r in wf.table(rec)}
+    assert got["16 B, sgemm_tuned A, rows padded to 80 B"] == 2
+    assert got["16 B, sgemm_tuned A, rows of 64 B (unpadded)"] == 4
+    sixteen = [v for k, v in got.items() if k.startswith("16 B") and v is not None]
+    assert len(sixteen) >= 8 and min(sixteen) == 2
+    md = " ".join("".join("".join(c["source"]) for c in json.loads(CH01_NB.read_text())["cells"]
+                          if c["cell_type"] == "markdown").split())
+    assert "**2 wavefronts** per read, against 4 unpadded" in md          # the sentence this test stands behind
+    assert "ncu counted" not in md, "sgemm_tuned's measured wavefronts are typed: wavefronts.kernel_note computes them"
+
+
+@needs_ch01
+def test_ch01_the_depth_curve_is_flat_from_three_stages_as_the_prose_says():
+    """Sections 4 and 5: "the curve below is flat long before 10 stages"; the counters say why (pipeline_why)."""
+    st = record.figures("ch01.stages")
+    if st is None:
+        pytest.skip("ch01.stages not recorded")
+    best = max(r["TFLOPS"] for r in st["rows"])
+    assert all(r["TFLOPS"] >= (1 - ch01_notes.MARGIN) * best for r in st["rows"] if r["stages"] >= 3)
