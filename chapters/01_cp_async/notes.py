@@ -47,8 +47,7 @@ def counters(section: dict | None) -> dict:
                   "smem load bank conflicts": m.get("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"),
                   "SMs": m.get("device__attribute_multiprocessor_count"),
                   "max clock Hz": (m.get("device__attribute_max_gpu_frequency_khz") or 0) * 1e3 or None,
-                  "n": int(str(r.get("size", "4096")).split("^")[0]) if str(r.get("size", "")).split("^")[0].isdigit()
-                  else 4096, "ok": r.get("ok")})
+                  "n": int(str(r["size"]).split("^")[0]), "ok": r.get("ok")})     # size "4096^3": the GEMM's n
         out[r["id"].split(".", 1)[1]] = s
     return out
 
