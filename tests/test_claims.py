@@ -1,7 +1,9 @@
 """Every "why" of chapter 4's ladder rests on a measurement: each rung's cause is a (claim, counter
 predicate) pair in chapters/04_wgmma/ladder.py (CLAIMS), checked here against the H200's Nsight Compute
 counters (record section ch04.counters); and no sentence of chapters 3-5 claims a gain for a rung that
-the record (ch04.ladder) shows slower than the rung before.
+the record (ch04.ladder) shows slower than the rung before. Chapter 1 likewise (at the end of this file):
+each SGEMM's cause in chapters/01_cp_async/notes.py (CLAIMS) against ch01.counters, its step against
+ch01.baselines, and the notebook's generated sentences against the record.
 
 Run: python -m pytest tests/test_claims.py -q       (no GPU: reads record/hopper.json)
 """
