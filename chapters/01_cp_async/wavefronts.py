@@ -3,6 +3,7 @@
     import sys; sys.path.insert(0, "chapters/01_cp_async"); import wavefronts
     wavefronts.PATTERNS                      # the access patterns the chapters and exercises use
     wavefronts.table()                       # model vs the counts recorded in wavefronts_h200.json
+    wavefronts.kernel_note()                 # sgemm_tuned's counts against the model (markdown, chapter 1)
 
 Recorded on an H200 on 2026-11-30 (ncu 2025.3.1, driver 580.159.04): wavefronts_h200.json beside
 this file. judge.hw.tma.bank_conflicts reproduces all 22 probe counts; the course's previous rule
@@ -196,6 +197,27 @@ def table(rec: dict | None = None) -> list[dict]:
         rows.append({"pattern": name, "where": "ch01 section 6", "previous model": None, "model": None,
                      "ncu (H200)": None if got is None else round(got, 2)})
     return rows
+
+
+def kernel_note(rec: dict | None = None) -> str:
+    """Chapter 1 section 6: sgemm_tuned's measured wavefronts per shared load against what the model predicts
+    from its two read patterns (half of its LDS.128 read A, half read B), as markdown, from the recorded counts."""
+    rows = {r["pattern"]: r for r in table(rec)}
+    a_pad = rows["16 B, sgemm_tuned A, rows padded to 80 B"]["model"]
+    a_un = rows["16 B, sgemm_tuned A, rows of 64 B (unpadded)"]["model"]
+    b = rows["16 B, sgemm_tuned B, lane % 4"]["model"]
+    m_pad, m_un = (rows[name]["ncu (H200)"] for name, _ in SGEMM_CASES)
+    if m_pad is None or m_un is None:
+        return "*(sgemm_tuned's wavefronts are not recorded yet on an H200)*"
+    p_pad, p_un = (a_pad + b) / 2, (a_un + b) / 2
+    effect = ("is what the model says" if abs((p_un - p_pad) - (m_un - m_pad)) < 0.1
+              else "differs from what the model says")
+    return (f"The last two rows are the whole kernel. Every shared load it executes is an `LDS.128`, half of them "
+            f"A reads ({a_pad} wavefronts padded, {a_un} not) and half B reads (`lane % 4` within each half-warp: "
+            f"{b} either way), so the model predicts {p_pad:.1f} and {p_un:.1f} per load. ncu counted {m_pad:.2f} and "
+            f"{m_un:.2f}: the padding's effect ({p_un - p_pad:+.1f} predicted, {m_un - m_pad:+.2f} measured) {effect}; "
+            f"the level is {p_pad - m_pad:.2f} to {p_un - m_un:.2f} lower than the prediction, and no counter recorded "
+            f"here explains why. The probes above are the evidence for the rule; the kernel is where it is applied.")
 
 
 if __name__ == "__main__":
