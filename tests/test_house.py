@@ -21,9 +21,6 @@ EDGES = house.imports()
 KNOWN_UPWARD = {
     ("judge.draw.show", "judge.record"):
         "judge.draw.show.recorded_note() reads a record section: move it to judge.record (record.note(section))",
-    ("judge.hw.sass", "judge.gpu.toolkit"):
-        "judge.hw.sass.disassemble() finds nvdisasm through judge.gpu.toolkit: pass the tool in, or move the "
-        "disassembly into judge.gpu.build, which already holds the cubin",
 }
 #: import cycles (function-level imports counted), each with its mend
 KNOWN_CYCLES = {

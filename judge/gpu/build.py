@@ -137,6 +137,17 @@ def inline_headers(text: str, path: Path | None, seen: set[Path] | None = None) 
 
 
 # ---------------------------------------------------------------------------- build
+def disassemble(cubin_path) -> str:
+    """The SASS of a cubin, as nvdisasm prints it (with line info where the cubin has it); reading it is
+    judge.hw.sass's job."""
+    res = subprocess.run([tool("nvdisasm"), "-c", "-g", str(cubin_path)], capture_output=True, text=True)
+    if res.returncode != 0:  # -g needs line info; retry plain
+        res = subprocess.run([tool("nvdisasm"), "-c", str(cubin_path)], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"nvdisasm failed on {cubin_path}: {res.stderr.strip()}")
+    return res.stdout
+
+
 @dataclass
 class Build:
     """A compiled module: cubin bytes, the compiler log, and what can be read from them."""
@@ -154,7 +165,7 @@ class Build:
     @cached_property
     def sass(self) -> str:
         """The whole module's SASS, as nvdisasm prints it."""
-        return _sass.disassemble(self.cubin_path)
+        return disassemble(self.cubin_path)
 
     def sass_of(self, kernel: str) -> str:
         return _sass.kernel_section(self.sass, kernel)

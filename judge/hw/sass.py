@@ -1,6 +1,7 @@
-"""Read SASS: disassemble a cubin and answer "does this kernel use feature X?".
+"""Read SASS: answer "does this kernel use feature X?" and which rules its machine code shows broken.
 
-The proof that a kernel used a Hopper feature is in its machine code, not its source:
+The proof that a kernel used a Hopper feature is in its machine code, not its source (disassembled by
+judge.gpu.build; read here):
 a cp.async that the compiler turned into ordinary loads shows no LDGSTS. Each
 feature below is a set of SASS mnemonics seen on sm_90a (and sm_100a for tcgen05).
 
@@ -11,7 +12,6 @@ feature below is a set of SASS mnemonics seen on sm_90a (and sm_100a for tcgen05
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass
 
 
@@ -79,16 +79,6 @@ def lines_with(sass: str, feature: str, limit: int = 8) -> list[str]:
     pat = re.compile(_feature(feature).pattern)
     found = [l.strip() for l in sass.splitlines() if pat.search(l)]
     return found[:limit]
-
-
-def disassemble(cubin_path) -> str:
-    from judge.gpu.toolkit import tool
-    res = subprocess.run([tool("nvdisasm"), "-c", "-g", str(cubin_path)], capture_output=True, text=True)
-    if res.returncode != 0:  # -g needs line info; retry plain
-        res = subprocess.run([tool("nvdisasm"), "-c", str(cubin_path)], capture_output=True, text=True)
-    if res.returncode != 0:
-        raise RuntimeError(f"nvdisasm failed on {cubin_path}: {res.stderr.strip()}")
-    return res.stdout
 
 
 def kernel_section(sass: str, kernel: str) -> str:
