@@ -120,6 +120,7 @@ def test_a_violation_inside_a_header_helper_names_the_header_and_the_learners_ca
     assert v.where.startswith(f"judge/include/tma.cuh:{hdr} (in tma::arrive), called from "
                               f"mine.cu:{_line(UNINIT, 'ARRIVE')} [PTX line "), v.where
     assert f"mine.cu:{hdr}" not in v.where              # the header's line is not named as the learner's
+    assert f"(at {v.where}) (PTX ISA, " in v.message    # the message a learner reads names it too
 
 
 # A barrier that expects two arrivals and gets one: the threads hang inside tma::wait -> tma::try_wait.
