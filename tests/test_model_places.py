@@ -239,3 +239,17 @@ def test_files_are_named_as_the_course_names_them():
 ])
 def test_function_names_are_read_back_from_their_mangled_form(mangled, name):
     assert ptx.demangle(mangled) == name
+
+
+def test_inside_the_cuda_toolkits_headers_only_the_function_the_code_called_is_named():
+    mod = ptx.Module(kernels={}, vars=[], files={
+        1: "/home/someone/mine.cu",
+        3: "/venv/site-packages/nvidia/cu13/include/cuda_pipeline_helpers.h",
+        4: "/venv/site-packages/nvidia/cu13/include/cuda_pipeline_primitives.h"})
+    ins = ptx.Instr("cp.async.cg.shared.global", ["cp", "async", "cg", "shared", "global"], [], None, 312,
+                    ((3, 203), (3, 219), (4, 69), (1, 30), (1, 71)), "cp.async.cg.shared.global [%r37], [%rd47], 16, 16",
+                    ("nvcuda::experimental::ImplementationChooser<...>", "nvcuda::experimental::pipeline_memcpy_async<...>",
+                     "__pipeline_memcpy_async", "load_tile", ""))
+    assert ptx.place(mod, ins, "mine.cu") == (
+        "cuda_pipeline_primitives.h:69 (in __pipeline_memcpy_async), called from mine.cu:30 (in load_tile, "
+        "inlined at line 71)")

@@ -237,6 +237,7 @@ def demangle(name: str) -> str:
             break
         if not nested:
             break
+    parts = [p for p in parts if not p.startswith(("_INTERNAL_", "_GLOBAL__N"))]   # anonymous namespaces
     return "::".join(parts) if parts and all(parts) else name
 
 
@@ -427,15 +428,20 @@ def place(mod: Module, ins: Instr, learner: str) -> str:
     k.cu:44 (in load_tile, inlined at line 74)          a function of the learner's file, inlined
     judge/include/tma.cuh:62 (in tma::mbar_init), called from k.cu:4
     judge/include/tma.cuh:96 (in tma::try_wait, called from line 106 in tma::wait), called from k.cu:7
+    judge/include/tma.cuh:84 (in tma::arrive), called from k.cu:40 (in produce, inlined at line 74)
     judge/include/tma.cuh:62 (in tma::mbar_init; inside the header: the PTX names no line that called it)
 
     A line inside a header is the header's (its path and line), never the learner file's; the learner's
     line that called into it comes from the `.loc ... inlined_at` chain when the PTX gives one."""
     if not ins.loc:
         return ""
+    from judge import config
     funcs = tuple(ins.funcs) + ("",) * (len(ins.loc) - len(ins.funcs))
     frames = [(f, ln, fn) for (f, ln), fn in zip(ins.loc, funcs)]
     labels = {f: file_label(mod.files.get(f, f"file {f}"), learner) for f, _, _ in frames}
+    # inside the CUDA toolkit's own headers only the function the course's code called is named
+    ours = {f: lab == learner or (config.ROOT / lab).is_file() for f, lab in labels.items()}
+    frames = [fr for i, fr in enumerate(frames) if ours[fr[0]] or i + 1 == len(frames) or ours[frames[i + 1][0]]]
     mine = next((i for i, (f, _, _) in enumerate(frames) if labels[f] == learner), None)
     f0, l0, fn0 = frames[0]
     text = f"{labels[f0]}:{l0}"
@@ -454,10 +460,10 @@ def place(mod: Module, ins: Instr, learner: str) -> str:
         detail.append("inside the header: the PTX names no line that called it")
         return f"{text} ({'; '.join(detail)})" if len(detail) == 1 else f"{text} ({', '.join(detail[:-1])}; {detail[-1]})"
     text += f" ({', '.join(detail)})" if detail else ""
-    fm, lm, _ = frames[mine]
+    fm, lm, fnm = frames[mine]
     text += f", called from {learner}:{lm}"
     outer = frames[mine + 1:]
     if outer:
-        text += " (inlined at " + ", ".join(f"line {ln}" if labels[f] == learner else f"{labels[f]}:{ln}"
+        text += f" ({'in ' + fnm + ', ' if fnm else ''}inlined at " + ", ".join(f"line {ln}" if labels[f] == learner else f"{labels[f]}:{ln}"
                                             for f, ln, _ in outer) + ")"
     return text
