@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from judge import config
+
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _LOC = re.compile(r"\.loc\s+(\d+)\s+(\d+)\s+(\d+)(?:.*?function_name\s+([\w$]+))?"
                   r"(?:.*?inlined_at\s+(\d+)\s+(\d+)\s+(\d+))?")
@@ -406,7 +408,6 @@ def file_label(path: str, learner: str) -> str:
     chapter's header), a CUDA header by its path under include/, anything else by its name.
     NVRTC writes a relative #line path prefixed with the directory it ran in, which need not be the
     course's: the longest tail of the path that is a file of the course decides."""
-    from judge import config
     pp = PurePosixPath(path.replace("\\", "/"))
     if pp.name == learner:
         return learner
@@ -435,7 +436,6 @@ def place(mod: Module, ins: Instr, learner: str) -> str:
     line that called into it comes from the `.loc ... inlined_at` chain when the PTX gives one."""
     if not ins.loc:
         return ""
-    from judge import config
     funcs = tuple(ins.funcs) + ("",) * (len(ins.loc) - len(ins.funcs))
     frames = [(f, ln, fn) for (f, ln), fn in zip(ins.loc, funcs)]
     labels = {f: file_label(mod.files.get(f, f"file {f}"), learner) for f, _, _ in frames}
@@ -443,13 +443,15 @@ def place(mod: Module, ins: Instr, learner: str) -> str:
     ours = {f: lab == learner or (config.ROOT / lab).is_file() for f, lab in labels.items()}
     frames = [fr for i, fr in enumerate(frames) if ours[fr[0]] or i + 1 == len(frames) or ours[frames[i + 1][0]]]
     mine = next((i for i, (f, _, _) in enumerate(frames) if labels[f] == learner), None)
+
+    def inlined(fn, outer):             # " (in f, inlined at line 71, line 80)" for frames further out
+        at = ", ".join(f"line {ln}" if labels[f] == learner else f"{labels[f]}:{ln}" for f, ln, _ in outer)
+        return f" ({'in ' + fn + ', ' if fn else ''}inlined at {at})" if outer else ""
+
     f0, l0, fn0 = frames[0]
     text = f"{labels[f0]}:{l0}"
     if mine == 0:
-        if len(frames) > 1:
-            outer = ", ".join(f"line {ln}" if labels[f] == learner else f"{labels[f]}:{ln}" for f, ln, _ in frames[1:])
-            text += f" ({'in ' + fn0 + ', ' if fn0 else ''}inlined at {outer})"
-        return text
+        return text + inlined(fn0, frames[1:])
     detail = [f"in {fn0}"] if fn0 else []
     prev = f0
     for f, ln, fn in frames[1:mine]:
@@ -457,13 +459,10 @@ def place(mod: Module, ins: Instr, learner: str) -> str:
                       + (f" in {fn}" if fn else ""))
         prev = f
     if mine is None:
-        detail.append("inside the header: the PTX names no line that called it")
-        return f"{text} ({'; '.join(detail)})" if len(detail) == 1 else f"{text} ({', '.join(detail[:-1])}; {detail[-1]})"
-    text += f" ({', '.join(detail)})" if detail else ""
-    fm, lm, fnm = frames[mine]
-    text += f", called from {learner}:{lm}"
-    outer = frames[mine + 1:]
-    if outer:
-        text += f" ({'in ' + fnm + ', ' if fnm else ''}inlined at " + ", ".join(f"line {ln}" if labels[f] == learner else f"{labels[f]}:{ln}"
-                                            for f, ln, _ in outer) + ")"
-    return text
+        if not labels[f0].endswith(".cu"):
+            detail.append("inside the header: the PTX names no line that called it")
+        return text + (f" ({', '.join(detail[:-1])}; {detail[-1]})" if len(detail) > 1
+                       else f" ({detail[0]})" if detail else "")
+    _, lm, fnm = frames[mine]
+    return text + (f" ({', '.join(detail)})" if detail else "") + f", called from {learner}:{lm}" \
+        + inlined(fnm, frames[mine + 1:])
