@@ -17,8 +17,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from judge import config
-
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _LOC = re.compile(r"\.loc\s+(\d+)\s+(\d+)\s+(\d+)(?:.*?function_name\s+([\w$]+))?"
                   r"(?:.*?inlined_at\s+(\d+)\s+(\d+)\s+(\d+))?")
@@ -402,24 +400,31 @@ def _stmt(k: Kernel, stmt: str, scopes: _Scopes, line: int, loc: tuple, funcs: t
 
 
 # ------------------------------------------------------------------------------ where an instruction came from
-def file_label(path: str, learner: str) -> str:
-    """How a message names a `.file` of the PTX: the learner's file by its own name (`learner`, the file
-    the build compiled), a file of the course by its path in the course (`judge/include/tma.cuh`, a
-    chapter's header), a CUDA header by its path under include/, anything else by its name.
-    NVRTC writes a relative #line path prefixed with the directory it ran in, which need not be the
-    course's: the longest tail of the path that is a file of the course decides."""
+COURSE_DIRS = ("judge", "chapters", "exercises")     # the course's top folders that hold CUDA files
+
+
+def _label(path: str, learner: str) -> tuple[str, bool]:
+    """(how a message names this .file, whether it is a header of the CUDA toolkit)."""
     pp = PurePosixPath(path.replace("\\", "/"))
     if pp.name == learner:
-        return learner
+        return learner, False
     parts = pp.parts
-    for i in range(1 if pp.is_absolute() else 0, len(parts) - 1):
-        tail = PurePosixPath(*parts[i:])
-        if len(tail.parts) > 1 and (config.ROOT / tail).is_file():
-            return str(tail)
+    course = [i for i, p in enumerate(parts[:-1]) if p in COURSE_DIRS]
+    if course:
+        return str(PurePosixPath(*parts[course[-1]:])), False
     if "include" in parts[:-1]:
         last = len(parts) - 1 - parts[::-1].index("include")
-        return str(PurePosixPath(*parts[last + 1:]))
-    return pp.name
+        return str(PurePosixPath(*parts[last + 1:])), True
+    return pp.name, False
+
+
+def file_label(path: str, learner: str) -> str:
+    """How a message names a `.file` of the PTX: the learner's file by its own name (`learner`, the file
+    the build compiled), a file of the course by its path from the course's top folder
+    (`judge/include/tma.cuh`, `chapters/03_clusters/x.cuh`), a CUDA header by its path under include/,
+    anything else by its name. (Builds name the course's headers by their path in the course in #line
+    markers, and NVRTC prefixes the folder it ran in, which need not be the course's.)"""
+    return _label(path, learner)[0]
 
 
 def place(mod: Module, ins: Instr, learner: str) -> str:
@@ -438,10 +443,11 @@ def place(mod: Module, ins: Instr, learner: str) -> str:
         return ""
     funcs = tuple(ins.funcs) + ("",) * (len(ins.loc) - len(ins.funcs))
     frames = [(f, ln, fn) for (f, ln), fn in zip(ins.loc, funcs)]
-    labels = {f: file_label(mod.files.get(f, f"file {f}"), learner) for f, _, _ in frames}
+    named = {f: _label(mod.files.get(f, f"file {f}"), learner) for f, _, _ in frames}
+    labels = {f: lab for f, (lab, _) in named.items()}
     # inside the CUDA toolkit's own headers only the function the course's code called is named
-    ours = {f: lab == learner or (config.ROOT / lab).is_file() for f, lab in labels.items()}
-    frames = [fr for i, fr in enumerate(frames) if ours[fr[0]] or i + 1 == len(frames) or ours[frames[i + 1][0]]]
+    tk = {f: toolkit for f, (_, toolkit) in named.items()}
+    frames = [fr for i, fr in enumerate(frames) if not tk[fr[0]] or i + 1 == len(frames) or not tk[frames[i + 1][0]]]
     mine = next((i for i, (f, _, _) in enumerate(frames) if labels[f] == learner), None)
 
     def inlined(fn, outer):             # " (in f, inlined at line 71, line 80)" for frames further out
