@@ -6,7 +6,10 @@
     course hint ID [N]          the next hint (or hint number N)
     course solution ID          the reference solution
     course sass ID [FILE]       the SASS of your kernel, the instructions the exercise asks for marked
-    course progress             what you have passed so far
+    course progress             what you have passed so far, and where each verdict came from
+    course grade-class CLASS --out REPORT [--scheduler ADDRESS] [--workers N]
+                                grade every learner's files on Dask (judge.grading.classroom)
+    course release DIR          a copy of the course for learners, without solutions and fixtures
 
 Exit status: 0 when a check passes (or is skipped for want of a GPU), 1 when it fails,
 2 for a bad command, an unknown exercise or a file that cannot be graded, 130 after Ctrl-C.
@@ -98,11 +101,13 @@ def cmd_check(args) -> int:
     path = _file(ex, args.file)
     from judge.grading import grade
     print(f"checking {path} for {ex.id} ...", file=sys.stderr, flush=True)
+    from judge.grading.classroom import verdict_source
     r = grade.check(ex.id, path)
+    r.source = verdict_source(ex, r)
     print(r, flush=True)
     if args.file is None:
         status = {Verdict.PASS: "passed", Verdict.SKIP: "skipped"}.get(r.verdict, "failed")
-        workspace.record_progress(ex.id, status=status, verdict=r.verdict.value, tier=r.tier)
+        workspace.record_progress(ex.id, status=status, verdict=r.verdict.value, tier=r.tier, source=r.source)
     if r.verdict == Verdict.SKIP:
         print("(SKIP is not a failure: this exercise runs on a Hopper GPU.)")
         return 0
@@ -140,6 +145,9 @@ def clean_solution(text: str) -> str:
 
 def cmd_solution(args) -> int:
     ex = _get(args.id)
+    if not ex.solution_path.exists():
+        print(f"This copy of the course has no solution for {ex.id} (a released copy: see RELEASE.md).")
+        return 0
     print(f"# The reference solution of {ex.id} ({ex.solution_path}):\n")
     print(clean_solution(ex.solution_path.read_text()))
     return 0
@@ -201,7 +209,52 @@ def cmd_progress(args) -> int:
         p = prog.get(e.id)
         if p and p.get("status"):
             tier = f" ({p['tier']})" if p.get("tier") else ""
-            print(f"  {e.id:<22} {p.get('status', '-')}{tier}  last: {p.get('last', '-')}  {p.get('when', '')}")
+            src = f"  [{p['source']}]" if p.get("source") else ""
+            print(f"  {e.id:<22} {p.get('status', '-')}{tier}  last: {p.get('last', '-')}{src}  {p.get('when', '')}")
+    return 0
+
+
+def cmd_grade_class(args) -> int:
+    from judge.grading import classroom
+    if not Path(args.cls).is_dir():
+        raise Usage(f"no class folder {args.cls}: it holds one folder per learner, each with files named "
+                    f"as the exercises' learner_file (`{PROG} list` shows the exercises)")
+    if args.workers is not None and args.workers < 1:
+        raise Usage("--workers must be at least 1")
+    try:
+        import distributed  # noqa: F401 - only to say what is missing before anything starts
+    except ImportError:
+        raise Usage("grade-class runs on Dask, which is not installed here: "
+                    "python3 -m pip install dask distributed (both are in pyproject.toml)") from None
+    s = classroom.grade_class(args.cls, args.out, scheduler=args.scheduler, workers=args.workers,
+                              progress=not args.quiet)
+    out = Path(args.out)
+    rate = f", {s['files_per_s']:.2f} files/s" if s["graded"] else ""
+    print(f"{s['submissions']} files ({s['distinct']} distinct): {s['graded']} graded in {s['seconds']:.1f} s"
+          f"{rate}, {s['already']} already graded; judge {s['version']}")
+    for line in s["ignored"][:10]:
+        print(f"  not graded: {line}")
+    if len(s["ignored"]) > 10:
+        print(f"  ... and {len(s['ignored']) - 10} more (logs/run.log)")
+    print(f"report: {out / 'grades.csv'}, {out / 'index.html'}; logs in {out / 'logs'}")
+    if s["errors"]:
+        print(f"{s['errors']} file(s) could not be graded (see {out / 'logs' / 'run.log'}); run the same "
+              f"command again once the cause is fixed: only those are graded")
+        return 1
+    return 0
+
+
+def cmd_release(args) -> int:
+    from judge.grading import release
+    try:
+        s = release.release(args.dir)
+    except (FileExistsError, ValueError) as e:
+        raise Usage(str(e)) from None
+    print(f"released the course into {s['dest']}: {s['fixtures_removed']} fixtures and "
+          f"{len(s['solutions_removed'])} solutions left out")
+    if s["solutions_kept"]:
+        print(f"kept {len(s['solutions_kept'])} solutions whose checks grade against them: "
+              + ", ".join(s["solutions_kept"]))
     return 0
 
 
@@ -229,6 +282,16 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?")
     p.set_defaults(fn=cmd_sass)
     sub.add_parser("progress", help="what you have passed").set_defaults(fn=cmd_progress)
+    p = sub.add_parser("grade-class", help="grade a whole class on Dask into a report")
+    p.add_argument("cls", metavar="CLASS", help="one folder per learner, holding the learner files")
+    p.add_argument("--out", required=True, metavar="REPORT", help="the report folder (made; reused to resume)")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="an existing Dask scheduler (default: a LocalCluster)")
+    p.add_argument("--workers", type=int, metavar="N", help="CPU workers of the LocalCluster (default: the cores)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_grade_class)
+    p = sub.add_parser("release", help="a copy of the course for learners, without solutions and fixtures")
+    p.add_argument("dir", metavar="DIR")
+    p.set_defaults(fn=cmd_release)
     return ap
 
 

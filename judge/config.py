@@ -7,6 +7,9 @@ All variables share the prefix JUDGE_:
     JUDGE_TIMEOUT    seconds a check may go without progress before it is a HANG (default: 10)
     JUDGE_NO_GPU     set to 1 to act as if no GPU were here (what a CPU learner sees)
     JUDGE_RECORD     set to 1 (by the Hopper record run only) to write measured figures into record/
+    JUDGE_ISOLATION  best-effort: run a learner's Python without the kernel's namespaces (only a
+                     process of its own and an audit hook), as on a system that offers none;
+                     for tests of that fallback (default: the namespaces wherever Linux allows them)
 """
 from __future__ import annotations
 
@@ -61,3 +64,9 @@ def recording() -> bool:
     return os.environ.get("JUDGE_RECORD", "") not in ("", "0")
 
 MAX_SOURCE_BYTES = 1 << 20       # a learner's file larger than this is refused before grading (1 MiB)
+LEARNER_TMP_BYTES = 256 << 20    # the private /tmp a learner's Python may write (a tmpfs; memory)
+
+
+def isolation_wanted() -> bool:
+    """Whether to put a learner's Python behind the kernel's namespaces (JUDGE_ISOLATION)."""
+    return os.environ.get("JUDGE_ISOLATION", "").strip().lower() not in ("best-effort", "best_effort", "off")

@@ -7,7 +7,9 @@
     python3 practice/judge.py hint ID              the next hint (hint ID N: hint number N)
     python3 practice/judge.py solution ID          the reference solution
     python3 practice/judge.py sass ID [FILE]       the SASS of your kernel, required instructions marked
-    python3 practice/judge.py progress             what you have passed so far
+    python3 practice/judge.py progress             what you have passed so far (and where each verdict came from)
+    python3 practice/judge.py grade-class CLASS --out REPORT   grade a whole class on Dask (instructors)
+    python3 practice/judge.py release DIR          a copy of the course for learners, without solutions
 
 Any Python may run this file: when it lacks the course's packages, it runs itself again with the
 course's own .venv/bin/python (made by README.md's first command). The commands live in judge/cli.py.

@@ -20,32 +20,14 @@ import fp8  # noqa: E402 - chapters/05_blackwell/fp8.py
 H200_PEAK = {"bf16": 989.5, "fp8": 1979.0}
 
 
-def test_the_chapter_tile_follows_the_tensor_memory_rules():
+def test_the_chapter_tile_runs_on_the_model_and_matches_float64():
+    """tcgen05_tile's own PTX on the CPU model (judge.model.ops.tcgen05): every tensor-memory rule checked
+    thread by thread, C compared against float64 (run_tile raises otherwise), the output from TMEM."""
     b = build.compile(CH / "tcgen05_tile.cu", target="sm_100a")
-    steps = tmem.protocol_from_ptx(b.ptx, "tcgen05_tile")
-    kinds = [s[0] for s in steps]
-    assert kinds.index("alloc") < kinds.index("mma") < kinds.index("commit") < kinds.index("wait") \
-        < kinds.index("ld") < kinds.index("dealloc")
-    lanes = {s[1]: s[2] for s in steps if s[0] == "ld"}
-    assert lanes == {0: 0, 1: 32, 2: 64, 3: 96}          # each warp its own quarter, traced from %tid.x
-    assert ("alloc", 0, 128) in steps and ("dealloc", 0, 0, 128) in steps
-    assert sum(k == "mma" for k in kinds) == 4               # BK / 16 MMAs, one trip of the K loop
-    tmem.replay(steps)
-
-
-def test_the_tracer_refuses_what_it_cannot_follow():
-    ptx = """
-.visible .entry k(
-)
-{
-    mov.u32 %r1, %tid.x;
-    popc.b32 %r2, %r1;
-    shl.b32 %r3, %r2, 16;
-    tcgen05.ld.sync.aligned.32x32b.x8.b32 {%r4, %r5, %r6, %r7, %r8, %r9, %r10, %r11}, [%r3];
-}
-"""
-    with pytest.raises(tmem.Untraceable, match="popc"):
-        tmem.protocol_from_ptx(ptx, "k")
+    rep = tmem.run_tile(b, "tcgen05_tile", M=128, N=256, K=192, seed=3)
+    assert rep.counts["tcgen05.mma"] == 2 * 12 and rep.counts["tcgen05.commit"] == 2 * 3
+    assert rep.counts["tcgen05.alloc"] == rep.counts["tcgen05.dealloc"] == 2
+    assert rep.counts["gstore.from.tcgen05.ld.bytes"] == rep.counts["gstore.bytes"] == 128 * 256 * 4
 
 
 def test_the_predicted_fp8_error_is_an_e4m3_rounding_error():

@@ -1,9 +1,13 @@
-"""Chapter 5: the tensor-memory simulator (judge.hw.tmem) catches each rule, naming rule and step.
+"""Chapter 5: the tensor-memory step simulator (judge.hw.tmem) catches each rule, naming rule and step.
+
+Kernels themselves are judged by the CPU model (tests/test_model_tcgen05.py); the last test here
+replays what the model ran for the chapter's tile.
 
 Run: python -m pytest tests/test_ch05_tmem.py -q
 """
 import pytest
 
+from judge import config
 from judge.draw import timeline
 from judge.hw import tmem
 from judge.hw.tmem import TmemError, replay
@@ -99,19 +103,16 @@ def test_double_buffered_accumulators_overlap_the_epilogue():
     assert two[-1][3] < one[-1][3]
 
 
-def test_the_ptx_tracer_does_not_guess_between_branches():
-    ptx = """
-.visible .entry k(
-)
-{
-    mov.u32 %r1, %tid.x;
-    mov.u32 %r2, 0;
-    mov.u32 %r2, 2097152;
-    tcgen05.ld.sync.aligned.32x32b.x8.b32 {%r4, %r5, %r6, %r7, %r8, %r9, %r10, %r11}, [%r2];
-}
-"""
-    with pytest.raises(tmem.Untraceable, match="defined 2 times"):
-        tmem.protocol_from_ptx(ptx, "k")
-    notes = []
-    steps = tmem.protocol_from_ptx(ptx, "k", notes=notes)
-    assert [s[2] for s in steps if s[0] == "ld"] == [0, 32, 64, 96] and "unchecked" in notes[0]
+def test_the_steps_of_a_model_run_replay_and_draw():
+    """The chapter's tile runs on the CPU model (its own PTX); the protocol it ran replays here."""
+    from judge.gpu import build
+    b = build.compile(config.CHAPTERS_DIR / "05_blackwell" / "tcgen05_tile.cu", target="sm_100a")
+    rep = tmem.run_tile(b, "tcgen05_tile", K=128, seed=7)
+    steps = tmem.protocol_from_run(rep)
+    kinds = [s[0] for s in steps]
+    assert kinds.index("alloc") < kinds.index("mma") < kinds.index("commit") < kinds.index("wait") \
+        < kinds.index("ld") < kinds.index("dealloc")
+    assert {s[1]: s[2] for s in steps if s[0] == "ld"} == {0: 0, 1: 32, 2: 64, 3: 96}
+    assert kinds.count("mma") == 8 and kinds.count("commit") == 2          # K = 128: two stages of 4 MMAs
+    assert len(replay(steps).schedule()) == 2
+    assert rep.counts["tcgen05.alloc.columns"] == 128

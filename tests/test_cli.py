@@ -325,3 +325,43 @@ def test_sass_shows_the_learners_kernel_with_the_required_instructions_marked():
     starter = judge("sass", "cp_async_sgemm", str(ROOT / "exercises" / "cp_async_sgemm" / "starter.cu"))
     assert starter.returncode == 1 and "cp.async: NONE" in starter.stdout
     _refused(judge("sass", "pipeline_timeline"), "Python exercise")
+
+
+def test_progress_says_where_each_verdict_came_from():
+    import os
+    from judge import gpu
+    ws = Path(os.environ["JUDGE_WORKSPACE"])
+    judge("start", "swizzle_address")
+    (ws / "swizzle_address" / "swizzle.py").write_text(
+        (ROOT / "exercises" / "swizzle_address" / "solution.py").read_text())
+    r = judge("check", "swizzle_address")
+    assert r.returncode == 0 and "PASS [Python check (any machine)]" in r.stdout, r.stdout
+    judge("start", "tma_tiles")
+    (ws / "tma_tiles" / "tma_tiles.cu").write_text((ROOT / "exercises" / "tma_tiles" / "solution.cu").read_text())
+    r = judge("check", "tma_tiles")
+    where = "CPU model only" if not gpu.meets("sm_90") else "timed"
+    assert where in r.stdout, r.stdout
+    p = judge("progress").stdout
+    line = next(l for l in p.splitlines() if "tma_tiles" in l)
+    assert where in line and "[Python check (any machine)]" in next(l for l in p.splitlines() if "swizzle" in l), p
+
+
+def test_grade_class_and_release_refuse_bad_folders_in_one_line(tmp_path):
+    r = judge("grade-class", str(tmp_path / "nowhere"), "--out", str(tmp_path / "report"))
+    assert r.returncode == 2 and "no class folder" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = judge("grade-class", str(tmp_path))
+    assert r.returncode == 2 and "--out" in r.stderr
+    r = judge("release", str(tmp_path))
+    assert r.returncode == 2 and "exists" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = judge("release", str(ROOT / "inside"))
+    assert r.returncode == 2 and "inside the course" in r.stderr and not (ROOT / "inside").exists()
+
+
+def test_grade_class_of_an_empty_class_grades_nothing_and_writes_an_empty_report(tmp_path):
+    (tmp_path / "class" / "ada").mkdir(parents=True)
+    (tmp_path / "class" / "ada" / "notes.txt").write_text("nothing to grade\n")
+    r = judge("grade-class", str(tmp_path / "class"), "--out", str(tmp_path / "report"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0 files" in r.stdout and "not graded: ada/notes.txt" in r.stdout
+    assert (tmp_path / "report" / "grades.csv").read_text().startswith("learner,exercise,verdict")
+    assert (tmp_path / "report" / "index.html").exists()

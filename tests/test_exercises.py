@@ -11,7 +11,8 @@ One parametrized module for every exercise, CPU and GPU alike: a new exercise ne
   - every fixture gets the verdict its exercise.toml declares. Where this machine cannot give it:
     a GPU exercise (sm_90a) without a Hopper GPU is graded by the CPU model of the machine
     (judge.model): a fixture may declare what it gets there with `cpu = "..."` (e.g. a timing verdict,
-    which the model cannot give); an sm_100a exercise is compile-only everywhere.
+    which the model cannot give); an sm_100a exercise runs on the CPU model on every machine (no
+    Blackwell GPU), so its verdicts are the same everywhere.
 The H200's own verdicts are in record/hopper.json (judge.record.hopper_run), checked by tests/test_record.py.
 """
 import re
@@ -49,7 +50,6 @@ WAIVED = {
     ("tma_tiles", "TOO SLOW"): "a fixture below bronze exists only once an H200 run has measured it",
     ("dsmem_histogram", "TOO SLOW"): "a fixture below bronze exists only once an H200 run has measured it",
     ("ws_gemm", "TOO SLOW"): "a fixture below bronze exists only once an H200 run has measured it",
-    ("tcgen05_gemm", "MISSING FEATURE"): "comes with the exercise's move onto the CPU model (issue 16)",
 }
 
 #: exercises whose wrong fixtures are still whole copies: converted with

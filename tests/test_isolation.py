@@ -3,10 +3,14 @@
 (What a learner's own code may not do, apart from the grader, is tests/test_sandbox.py.)
 
 CPU tests run everywhere; the GPU tests (a kernel spinning on an mbarrier, an illegal address,
-a trap, then a healthy kernel in the next child) need an sm_90 GPU and skip elsewhere.
+a trap, then a healthy kernel in the next child) need an sm_90 GPU and skip elsewhere. A result
+counts only from a clean run: with the run's secret, alone, and from a worker that exits 0.
 """
+import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from judge import gpu
 from judge.grading import check_process as isolate
@@ -79,3 +83,28 @@ def test_progress_from_a_child_keeps_a_slow_function_alive():
     slow = Path(__file__).parent / "probes" / "isolation_probes.py"
     r = isolate.run_function(slow, "python_slow_with_progress", timeout=1, steps=4, step_s=0.6)
     assert r.verdict == Verdict.PASS and r.measurements["value"] == 4, r
+
+
+# ------------------------------------------------------------------ a result counts only from a clean run
+def test_a_line_without_the_runs_secret_voids_the_run():
+    r = isolate.run_function(PROBES, "forges_on_the_channel")
+    assert r.verdict == Verdict.CRASH, r
+    assert "without this run's secret" in r.message, r.message
+
+
+def test_a_result_followed_by_the_workers_death_is_a_crash():
+    r = isolate.run_function(PROBES, "sends_a_result_then_dies")
+    assert r.verdict == Verdict.CRASH, r
+    assert "killed by signal 9" in r.message and "after sending its result" in r.message, r.message
+
+
+def test_two_results_for_one_run_void_it():
+    r = isolate.run_function(PROBES, "sends_a_second_result")
+    assert r.verdict == Verdict.CRASH and "2 results" in r.message, r
+
+
+def test_the_worker_is_not_dumpable_once_learner_code_can_run():
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_DUMPABLE is Linux's")
+    r = isolate.run_function(PROBES, "worker_dumpable")
+    assert r.verdict == Verdict.PASS and r.measurements["value"] == [1, 0], r

@@ -220,8 +220,10 @@ def test_every_rule_raised_anywhere_has_an_entry_and_every_entry_a_breaking_case
     assert len(raised) >= 20
     missing = {r: f for r, f in raised.items() if r not in checks.RULES}
     assert not missing, f"rule ids raised without an entry in judge.model.checks.RULES: {missing}"
-    assert set(CASES) == set(checks.RULES), (f"RULES without a breaking case: {set(checks.RULES) - set(CASES)}; "
-                                            f"cases of no rule: {set(CASES) - set(checks.RULES)}")
+    elsewhere = {r for r in checks.RULES if r.startswith("tcgen05-")}   # sm_100a: tests/test_model_tcgen05.py
+    assert set(CASES) | elsewhere == set(checks.RULES), (
+        f"RULES without a breaking case: {set(checks.RULES) - set(CASES) - elsewhere}; "
+        f"cases of no rule: {set(CASES) - set(checks.RULES)}")
     unused = set(checks.RULES) - set(raised)
     assert not unused, f"RULES entries the model never raises: {unused}"
 

@@ -1,10 +1,21 @@
 """The learner's code runs apart from the grader (judge.grading.learner_process): it cannot reach the answers or the verdict.
 
 Each cheat in tests/probes/cheats/ is graded as a learner would have it graded (grade.check, the
-same path as `course check`), and must get the verdict its code deserves, not PASS. The proxy that
-check.py files use (sub.learner_module) is tested on its own: exceptions, values, output, limits.
-Run: .venv/bin/python -m pytest tests/test_sandbox.py -q
+same path as `course check`), and must get the verdict its code deserves, not PASS. The escapes of
+issue 18 (dir_fd, __main__.__file__, frame locals, /proc/<ppid>, a forged result then the worker
+killed) and others (code planted for the grader's next run, native code past the audit hook
+unmounting or bind-mounting around what hides the course) are tried behind the kernel's
+namespaces, and each probe is first shown to work where nothing stops it. The best-effort fallback (JUDGE_ISOLATION=best-effort)
+is forced and must say so in the verdict. The boundary's cost per check is measured.
+The proxy that check.py files use (sub.learner_module) is tested on its own: exceptions, values,
+output, limits.
+Run: .venv/bin/python -m pytest tests/test_sandbox.py -q -s     (-s prints the measured cost)
 """
+import os
+import secrets
+import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -24,6 +35,37 @@ def _check(ex_id, file, **kw):
     return grade.check(ex_id, file, quiet=True, **kw)
 
 
+def _isolation_here() -> str:
+    """What the learner process runs behind on this machine (a trivial file, the default mode)."""
+    f = Path(__file__).parent / "probes" / "cheats" / "exits_in_call.py"
+    p = sandbox.LearnerProcess(f, call_limit=30)
+    try:
+        p.module()
+        return p.isolation
+    finally:
+        p.close()
+
+
+def _require_boundary() -> str:
+    text = _isolation_here()
+    if text.startswith("best effort"):
+        pytest.skip(f"needs Linux with unprivileged user namespaces: {text}")
+    return text
+
+
+@pytest.fixture(scope="module")
+def boundary():
+    """Skip (with the reason) where the kernel offers no namespaces: those tests are about them."""
+    return _require_boundary()
+
+
+def _filled(name: str, tmp_path: Path, learner_name: str = "timeline.py") -> Path:
+    src = (CHEATS / name).read_text().replace("@ROOT@", str(ROOT))
+    f = tmp_path / learner_name
+    f.write_text(src)
+    return f
+
+
 # ------------------------------------------------------------------ cheats, as `course check` sees them
 def test_a_file_that_forges_the_result_is_still_graded_on_its_answers(tmp_path):
     r = _check("pipeline_timeline", CHEATS / "write_result.py")
@@ -31,8 +73,11 @@ def test_a_file_that_forges_the_result_is_still_graded_on_its_answers(tmp_path):
     assert "returned 0 tiles" in r.message, r.message
 
 
+@pytest.mark.parametrize("mode", ["os", "best-effort"])
 @pytest.mark.parametrize("way", ["judge", "path", "syspath"])
-def test_a_file_cannot_import_the_reference_solution(tmp_path, way):
+def test_a_file_cannot_import_the_reference_solution(tmp_path, way, mode, monkeypatch):
+    if mode == "best-effort":
+        monkeypatch.setenv("JUDGE_ISOLATION", "best-effort")
     src = (CHEATS / "import_solution.py").read_text().replace("@ROOT@", str(ROOT))
     src = src.replace('("judge", "path", "syspath")', f'("{way}",)')
     f = tmp_path / "timeline.py"
@@ -40,7 +85,201 @@ def test_a_file_cannot_import_the_reference_solution(tmp_path, way):
     r = _check("pipeline_timeline", f)
     assert r.verdict == Verdict.WRONG, r
     assert "importing your timeline.py raised ImportError" in r.message, r.message
-    assert "may not" in r.message or "No module named" in r.message, r.message
+    # the hook refuses it ("may not"), or behind the boundary the file is simply not there
+    assert any(w in r.message for w in ("may not", "No module named", "No such file")), r.message
+
+
+# ------------------------------------------------------------------ issue 18's escapes, behind the boundary
+def test_the_reach_probe_reaches_the_solution_where_nothing_stops_it(tmp_path):
+    """The probe is real: run as a plain script it finds the course and the solution."""
+    out = subprocess.run([sys.executable, str(CHEATS / "reach_solution.py")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60).stdout
+    assert "reached exercises/pipeline_timeline/solution.py" in out, out
+    assert "reached judge/hw/pipesim.py" in out, out
+
+
+@pytest.mark.parametrize("given_root", [True, False])
+def test_no_route_reaches_the_course_from_the_learner_process(boundary, tmp_path, given_root):
+    """dir_fd, __main__.__file__, frame locals, argv, environment, cwd, /proc/<ppid>, a known ROOT."""
+    ex = exercise.get("pipeline_timeline")
+    f = _filled("reach_solution.py", tmp_path) if given_root else CHEATS / "reach_solution.py"
+    sub = Submission(ex, f, tmp_path / "figures", call_limit=30)
+    try:
+        mod = sub.learner_module("schedule")
+        assert mod.REACHED == {}, mod.REACHED
+        assert mod.schedule(4, 10, 10, 1) == []                 # so it answers wrong
+        cands = mod._candidates()
+    finally:
+        sub.close()
+    # nothing the judge hands it names the course; its Python environment (sys.prefix: the venv,
+    # which may lie in the course) is the one thing it may see, read-only
+    # (with ROOT given, its own globals hold it: only the unaided run can show a leak)
+    venv = next(p for p, why in cands if why == "sys.prefix")
+    leaks = [(p, why) for p, why in cands if str(ROOT) in p and not p.startswith(venv)]
+    assert given_root or not leaks, leaks
+    assert not any("judge/grading" in p or "check_child" in p for p, _ in cands), cands
+
+
+def test_reaching_for_the_solution_is_graded_wrong(boundary, tmp_path):
+    r = _check("pipeline_timeline", _filled("reach_solution.py", tmp_path))
+    assert r.verdict == Verdict.WRONG, r
+    assert not any("best effort" in d for d in r.details), r.details
+
+
+def test_the_forge_probe_writes_into_a_parents_pipe_where_nothing_stops_it(tmp_path):
+    """The probe is real: a child of a process holding a pipe finds it in /proc and writes a PASS.
+
+    The parent is a small process of its own that holds only that pipe and /dev/null (never this
+    test process, whose descriptors the probe would scribble on).
+    """
+    r, w = os.pipe()
+    try:
+        child = f"import sys; sys.path.insert(0, {str(CHEATS)!r}); import forge_via_proc"
+        parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}])"
+        subprocess.run([sys.executable, "-c", parent], pass_fds=(w,), stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+        os.close(w)
+        w = None
+        got = os.read(r, 1 << 16).decode()
+        assert got.startswith("R ") and '"verdict": "PASS"' in got, got[:200]
+    finally:
+        os.close(r)
+        if w is not None:
+            os.close(w)
+
+
+@pytest.mark.parametrize("mode", ["os", "best-effort"])
+def test_a_pass_forged_through_proc_is_never_taken(tmp_path, mode, monkeypatch):
+    if mode == "best-effort":
+        monkeypatch.setenv("JUDGE_ISOLATION", "best-effort")
+    else:
+        _require_boundary()
+    r = _check("pipeline_timeline", _filled("forge_via_proc.py", tmp_path))
+    assert r.verdict != Verdict.PASS, r
+    if mode == "os":               # the channel is out of its reach: its answers are simply graded
+        assert r.verdict == Verdict.WRONG, r
+    else:                          # a forged line on the channel voids the run at worst
+        assert r.verdict in (Verdict.WRONG, Verdict.CRASH), r
+
+
+@pytest.mark.parametrize("mode", ["os", "best-effort"])
+def test_killing_the_worker_after_forging_is_never_a_pass(tmp_path, mode, monkeypatch):
+    if mode == "best-effort":
+        monkeypatch.setenv("JUDGE_ISOLATION", "best-effort")
+    else:
+        _require_boundary()
+    src = (CHEATS / "forge_via_proc.py").read_text() + "\n" + (CHEATS / "kill_worker.py").read_text()
+    f = tmp_path / "timeline.py"
+    f.write_text(src)
+    r = _check("pipeline_timeline", f)
+    if mode == "os":     # no pid of the grader exists in its namespace: its answers are graded
+        assert r.verdict == Verdict.WRONG and "returned 0 tiles" in r.message, r
+    else:                # the worker dies: whatever it forged first does not count
+        assert r.verdict == Verdict.CRASH, r
+
+
+def test_nothing_can_be_planted_for_the_graders_next_run(boundary, tmp_path):
+    ex = exercise.get("pipeline_timeline")
+    marker = f"judge_probe_{secrets.token_hex(6)}.txt"
+    sub = Submission(ex, _filled("plant_for_grader.py", tmp_path), tmp_path / "figures", call_limit=30)
+    try:
+        mod = sub.learner_module("plant")
+        places = mod.places()
+        wrote = mod.plant(marker)
+    finally:
+        sub.close()
+    leaked = [str(Path(d) / marker) for d in places if (Path(d) / marker).exists()]
+    for f in leaked:                                  # never leave a marker behind, even on failure
+        Path(f).unlink()
+    assert len(places) >= 5, places
+    assert wrote == [] and leaked == [], (wrote, leaked)
+
+
+def test_native_code_past_the_hook_still_cannot_uncover_the_course(boundary, tmp_path):
+    """The audit hook is not the boundary: syscall(2) through a raw function pointer gets past it,
+    and umount / a non-recursive bind of the course's parent (from its own namespace too) must fail."""
+    ex = exercise.get("pipeline_timeline")
+    sub = Submission(ex, _filled("native_mount.py", tmp_path), tmp_path / "figures", call_limit=30)
+    try:
+        mod = sub.learner_module("attack")
+        assert mod.hook_bypassed() is True             # the probe really runs native code
+        steps = mod.attack()
+    finally:
+        sub.close()
+    assert len(steps) == 7, steps
+    assert all(seen == [] for _, _, seen in steps), steps
+    refused = {step: rc for step, rc, _ in steps if step.startswith(("umount", "bind the parent"))}
+    assert len(refused) == 4 and all(rc < 0 for rc in refused.values()), steps
+
+
+def test_the_learner_cannot_see_or_signal_the_grader(boundary, tmp_path):
+    f = tmp_path / "timeline.py"
+    f.write_text("import os\n"
+                 "def pids():\n    return sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+                 "def parent():\n    return os.getppid()\n"
+                 "def tmp_is_private():\n    return os.listdir('/tmp')\n")
+    ex = exercise.get("pipeline_timeline")
+    sub = Submission(ex, f, tmp_path / "figures", call_limit=30)
+    try:
+        mod = sub.learner_module("pids")
+        # its own namespace: itself only (or, where a container refuses a fresh /proc, no /proc at all)
+        assert mod.pids() == ([] if "no /proc" in boundary else [1]), mod.pids()
+        assert mod.parent() == 0                        # its parent is outside: no pid to name
+        assert mod.tmp_is_private() == ["learner"]
+    finally:
+        sub.close()
+
+
+def test_best_effort_isolation_says_so_in_the_verdict(monkeypatch):
+    monkeypatch.setenv("JUDGE_ISOLATION", "best-effort")
+    ex = exercise.get("pipeline_timeline")
+    r = _check(ex.id, ex.solution_path)
+    assert r.verdict == Verdict.PASS, r
+    assert any(d.startswith("isolation: best effort on this system (the boundary was turned off: "
+                            "JUDGE_ISOLATION=best-effort): your code ran") for d in r.details), r.details
+
+
+@pytest.mark.parametrize("cheat", ["reach_solution.py", "forge_via_proc.py"])
+def test_the_command_line_grades_the_escapes_wrong(boundary, tmp_path, cheat):
+    """The learner's own command: python practice/judge.py check ID FILE (exit 1, WRONG)."""
+    f = _filled(cheat, tmp_path)
+    out = subprocess.run([sys.executable, str(ROOT / "practice" / "judge.py"), "check", "pipeline_timeline", str(f)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert "[pipeline_timeline] WRONG: schedule(K=4, L=10, C=10, S=1) returned 0 tiles" in out.stdout, out.stdout
+    assert "best effort" not in out.stdout
+
+
+def test_the_boundary_costs_under_0_3_s_per_check(boundary, tmp_path, monkeypatch):
+    """One learner process per check: its start, import and one call, with and without the boundary.
+
+    Median of 7 interleaved runs each; the bound is the issue's 0.3 s (measured here about 0.08 s
+    on two busy cores).
+    """
+    f = tmp_path / "triv.py"
+    f.write_text("def f(x):\n    return x + 1\n")
+
+    def once():
+        t = time.perf_counter()
+        p = sandbox.LearnerProcess(f, call_limit=30)
+        try:
+            assert p.module().f(41) == 42
+        finally:
+            p.close()
+        return time.perf_counter() - t, p.isolation
+
+    runs = {"os": [], "best-effort": []}
+    for _ in range(7):
+        for mode in runs:
+            monkeypatch.setenv("JUDGE_ISOLATION", mode)
+            dt, iso = once()
+            assert iso.startswith("best effort") == (mode == "best-effort"), iso
+            runs[mode].append(dt)
+    med = {m: statistics.median(v) for m, v in runs.items()}
+    cost = med["os"] - med["best-effort"]
+    print(f"\nisolation cost per check: {cost * 1e3:.0f} ms (median of 7: {med['os'] * 1e3:.0f} ms behind "
+          f"namespaces, {med['best-effort'] * 1e3:.0f} ms best effort)")
+    assert cost < 0.3, (cost, runs)
 
 
 def test_a_file_cannot_ask_the_judges_simulator_for_the_answers():
@@ -145,13 +384,23 @@ def test_plain_values_come_back_and_others_are_opaque(learner):
         _ = learner.not_defined
 
 
-def test_the_learner_process_cannot_read_the_course_files(learner):
-    with pytest.raises(PermissionError) as ei:
-        learner.reads(str(ROOT / "exercises" / "pipeline_timeline" / "solution.py"))
-    assert "may not read" in str(ei.value)
-    with pytest.raises(PermissionError):
-        learner.reads(str(ROOT / "judge" / "hw" / "pipesim.py"))
-    assert learner.reads("/proc/self/status").startswith("Name:")    # its own process: fine
+@pytest.mark.parametrize("mode", ["os", "best-effort"])
+def test_the_learner_process_cannot_read_the_course_files(tmp_path, mode, monkeypatch):
+    own_proc = mode == "best-effort" or "no /proc" not in _require_boundary()
+    monkeypatch.setenv("JUDGE_ISOLATION", mode)
+    ex = exercise.get("pipeline_timeline")
+    sub = Submission(ex, CHEATS / "custom_errors.py", tmp_path / "figures", call_limit=30)
+    try:
+        learner = sub.learner_module("reads")
+        hidden = FileNotFoundError if mode == "os" else PermissionError   # not there / refused
+        for f in (ROOT / "exercises" / "pipeline_timeline" / "solution.py", ROOT / "judge" / "hw" / "pipesim.py"):
+            with pytest.raises(hidden) as ei:
+                learner.reads(str(f))
+            assert mode == "os" or "may not read" in str(ei.value)
+        if own_proc:
+            assert learner.reads("/proc/self/status").startswith("Name:")    # its own process: fine
+    finally:
+        sub.close()
 
 
 def test_writing_into_the_answer_pipe_is_a_crash_not_an_answer(learner):

@@ -12,8 +12,10 @@ The notebook chapters/04_wgmma.ipynb and tests/test_ch04_kernels.py call these f
     python chapters/04_wgmma/ladder.py            # an H200: checks, table, timeline (the device script)
 
 The problem. C = A @ B^T with A (M x K) and B (N x K) bfloat16, both row-major ("K-major": the
-reduction dimension is contiguous in both, as wgmma wants it), fp32 accumulation in the tensor
-cores, C (M x N) bfloat16, row-major. cuBLAS does the same through torch: `a @ b.T` in bf16.
+reduction dimension is contiguous in both; the course's choice, not a requirement for 16-bit types:
+bf16/fp16 wgmma also reads MN-major tiles through the instruction's transpose bits (PTX ISA,
+wgmma.mma_async, imm-trans-a/b; CUTLASS's Layout_MN_SW* atoms), while tf32, FP8 and int8 operands must
+be K-major), fp32 accumulation in the tensor cores, C (M x N) bfloat16, row-major. cuBLAS does the same through torch: `a @ b.T` in bf16.
 
 Sizes. Any M, N, K >= 1 with K and N multiples of 8: TMA requires every row of a tensor to
 start on a 16-byte boundary (8 bf16), for A and B (K) and for C (N); other sizes are refused with
@@ -28,7 +30,9 @@ The tolerance (check_rung), derived from the arithmetic:
     ||a_i|| * ||b_j|| (a random walk; ||a_i||, ||b_j|| the row of A and the row of B). The tensor
     cores add in groups and truncate, so we allow 16 times that: atol_ij = 16 sqrt(K) 2^-24
     ||a_i|| ||b_j||;
-  * rounding C to bf16 (8-bit significand) adds at most 2^-9 |c_ij|; we allow rtol = 2^-8;
+  * rounding C to bf16 (p = 8 significand bits, unit roundoff u = 2^-8) adds at most 2^-8 |c_ij|;
+    rtol = 2^-8 covers exactly that, with no headroom: the headroom is in atol (16 times the
+    accumulation estimate), which also absorbs the (1 + u) the rounding puts on the accumulation error;
   * and the relative error norm ||C - C64|| / ||C64|| must stay under 2^-8.
 For random normal inputs at K = 4096 that is atol ~ 0.25 and rtol * |c| ~ 0.25 around |c| ~ 64,
 while a missing k-slice, a swapped row or a stale tile errs by 8 to 64. The float64 reference is
@@ -441,6 +445,300 @@ def timeline(n: int = 4096, reps: int = 20) -> dict:
     return {"n": n, "producer": rel(0, 2), "consumers": [rel(1, 3), rel(2, 3)],
             "epilogues": [rel(3, 2), rel(4, 2)], "ms_plain": ms_plain, "ms_timed": ms_timed,
             "cost": ms_timed / ms_plain - 1.0, "ok": bool(cmp.ok), "check": cmp.message or "ok"}
+
+
+# ----------------------------------------------------------------------------- why each rung moved
+# Every "why" the chapter prints is generated here from two record sections measured on the H200:
+# ch04.ladder (times, chapters/04_wgmma.ipynb) and ch04.counters (Nsight Compute, a separate
+# profiling pass at 4096^3, one launch per kernel: counters, not times). A claim is a sentence
+# template plus a predicate over the counters of the rung and of the rung before; a claim whose
+# predicate the record contradicts is never printed (why_rows says so instead), and
+# tests/test_claims.py runs every predicate against the record.
+#
+#   counters_by_rung(c)        {rung name: the summary row of ch04.counters}
+#   step_verdicts(ladder)      [(rung, n, ratio to the rung before, "faster"/"slower"/"level")]
+#   why_rows(ladder, c)        one row per rung: its step at each size and its counter-backed why
+#   why_markdown(ladder, c)    the same as a markdown list (the notebook displays it)
+#   closing_markdown(ladder, c) the closing note: per rung, its step and its counters, as a table
+#   draw_counters(c)           tensor-pipe utilisation and the stall breakdown per rung (a Figure)
+#   draw_measured_timeline(..) the %globaltimer timeline, axis from the first slice drawn, boxes
+#                              labelled with the slice numbers they show
+
+MARGIN = 0.03          # a step within 3 % of the rung before is "level": run-to-run spread is ~1-2 %
+
+
+def counters_by_rung(counters: dict | None) -> dict:
+    """{label: summary} from record.figures("ch04.counters") (labels are the rung and variant names)."""
+    if not counters:
+        return {}
+    return {r["label"]: {**r["summary"], "shared bytes per block":
+                         r["metrics"].get("launch__shared_mem_per_block_dynamic", {}).get("value"),
+                         "blocks per SM (registers limit)":
+                         r["metrics"].get("launch__occupancy_limit_registers", {}).get("value"),
+                         "blocks per SM (shared-memory limit)":
+                         r["metrics"].get("launch__occupancy_limit_shared_mem", {}).get("value")}
+            for r in counters["rows"]}
+
+
+def _stall(s: dict, reason: str) -> float:
+    """Warps stalled on `reason` per issued instruction (0 when it is not among the top stalls)."""
+    return next((t["warps per issue"] for t in s["top stalls"] if t["reason"] == reason), 0.0)
+
+
+def _ratio(cur: dict, prev: dict, key: str) -> float:
+    return cur[key] / prev[key]
+
+
+def verdict(ratio: float, margin: float = MARGIN) -> str:
+    return "faster" if ratio > 1 + margin else "slower" if ratio < 1 - margin else "level"
+
+
+def step_verdicts(ladder_figs: dict | None, names=None) -> list[tuple]:
+    """(rung, n, TFLOPS ratio to the rung before, verdict) for every rung after the first, every size."""
+    if not ladder_figs:
+        return []
+    names = names or [r["name"] for r in RUNGS]
+    out = []
+    for n in sorted({r["n"] for r in ladder_figs["rows"]}):
+        by = {r["rung"]: r for r in ladder_figs["rows"] if r["n"] == n}
+        for a, b in zip(names, names[1:]):
+            if a in by and b in by:
+                x = by[b]["TFLOPS"] / by[a]["TFLOPS"]
+                out.append((b, n, x, verdict(x)))
+    return out
+
+
+def _mb(x):
+    return f"{x / 1e6:.0f} MB"
+
+
+def _kib(x):
+    return f"{x / 1024:.0f} KiB"
+
+
+def _top(s):
+    t = s["top stalls"][0]
+    return f"{t['reason']} ({100 * t['share']:.0f} % of stalls)"
+
+
+#: (rung, the rung it is compared with or None, claim template, predicate). Templates are formatted
+#: with c (this rung's counters), p (the compared rung's) and r (ratios c/p of the byte counters);
+#: a predicate returns True when the counters support the claim.
+CLAIMS: list[tuple] = [
+    ("one warpgroup", None,
+     "{c[registers per thread]:.0f} registers per thread and {kib_c} of shared memory per block allow "
+     "{c[blocks per SM (theoretical)]:.0f} blocks per SM (limit from registers "
+     "{c[blocks per SM (registers limit)]:.0f}, from shared memory {c[blocks per SM (shared-memory limit)]:.0f}): "
+     "while one block waits for its load, another's wgmma run, so the tensor pipe is busy "
+     "{c[tensor pipe %]:.0f} % of the time even though each block loads, then computes; top stall {top_c}",
+     lambda c, p: c["blocks per SM (theoretical)"] >= 2 and c["tensor pipe %"] > 30),
+    ("TMA ring", "one warpgroup",
+     "its 4-slot ring needs {kib_c} of shared memory per block: {c[blocks per SM (theoretical)]:.0f} block per SM "
+     "(limited by {c[occupancy limited by]}) instead of {p[blocks per SM (theoretical)]:.0f}. The ring overlaps a "
+     "block's own loads, but three blocks already overlapped each other's: tensor pipe {p[tensor pipe %]:.0f} % -> "
+     "{c[tensor pipe %]:.0f} %, and barrier waits became the top stall ({top_c})",
+     lambda c, p: (c["blocks per SM (theoretical)"] < p["blocks per SM (theoretical)"]
+                   and c["occupancy limited by"] == "shared_mem" and c["tensor pipe %"] < p["tensor pipe %"])),
+    ("warp specialized", "TMA ring",
+     "a producer warpgroup issues the loads and two consumer warpgroups the wgmma: still 1 block per SM "
+     "(384 threads x {c[registers per thread]:.0f} registers, limited by {c[occupancy limited by]}), but 8 warps "
+     "computing instead of 4: tensor pipe {p[tensor pipe %]:.0f} % -> {c[tensor pipe %]:.0f} %, issue slots busy "
+     "{p[issue slots busy %]:.0f} % -> {c[issue slots busy %]:.0f} %",
+     lambda c, p: c["tensor pipe %"] > p["tensor pipe %"] and c["blocks per SM (theoretical)"] == 1),
+    ("128x256 tile", "warp specialized",
+     "m64n256k16 does twice the work of m64n128k16 per instruction (gmma instructions {r_gmma:.2f}x); only A's "
+     "share of the bytes per flop halves, so traffic falls by less than half: TMA bytes {r_tma:.2f}x, L2 bytes "
+     "{mb_p} -> {mb_c} ({r_l2:.2f}x), shared-memory wavefronts {p[smem wavefronts]:.3g} -> "
+     "{c[smem wavefronts]:.3g} ({r_wf:.2f}x); tensor pipe {p[tensor pipe %]:.0f} % -> {c[tensor pipe %]:.0f} %",
+     lambda c, p: (0.6 < _ratio(c, p, "L2 bytes") < 0.95 and 0.6 < _ratio(c, p, "smem wavefronts") < 0.95
+                   and c["tensor pipe %"] > p["tensor pipe %"])),
+    ("persistent", "128x256 tile",
+     "one block per SM walks the tiles, but nothing the counters measure improved: L2 bytes {r_l2:.2f}x, wavefronts "
+     "{r_wf:.2f}x, tensor pipe {p[tensor pipe %]:.0f} % -> {c[tensor pipe %]:.0f} %, barrier stalls "
+     "{bar_p:.1f} -> {bar_c:.1f} warps per issue: the drain and refill this rung removes did not show as a cost",
+     lambda c, p: (abs(_ratio(c, p, "L2 bytes") - 1) < 0.05 and abs(_ratio(c, p, "smem wavefronts") - 1) < 0.05
+                   and c["tensor pipe %"] <= p["tensor pipe %"] + 2)),
+    ("mbarrier parity", "persistent",
+     "one arrival per warpgroup instead of one per thread on every phase, waited by parity: long-scoreboard "
+     "stalls {ls_p:.2f} -> {ls_c:.2f} warps per issue, tensor pipe {p[tensor pipe %]:.0f} % -> "
+     "{c[tensor pipe %]:.0f} %, with the same bytes (L2 {r_l2:.2f}x)",
+     lambda c, p: (_stall(c, "long_scoreboard") < _stall(p, "long_scoreboard")
+                   and c["tensor pipe %"] > p["tensor pipe %"] and abs(_ratio(c, p, "L2 bytes") - 1) < 0.05)),
+    ("cluster multicast", "mbarrier parity",
+     "each block of a pair loads half of B and multicasts it: L2 bytes {mb_p} -> {mb_c} ({r_l2:.2f}x), but "
+     "the tensor pipe stays at {c[tensor pipe %]:.0f} % (was {p[tensor pipe %]:.0f} %): L2 traffic was not "
+     "what held the rung before back at 4096³",
+     lambda c, p: _ratio(c, p, "L2 bytes") < 0.9 and abs(c["tensor pipe %"] - p["tensor pipe %"]) < 3),
+    ("TMA store + L2 order", "cluster multicast",
+     "C leaves through TMA stores and tiles are visited in groups: DRAM bytes {r_dram:.2f}x, L2 bytes "
+     "{r_l2:.2f}x, tensor pipe {p[tensor pipe %]:.0f} % -> {c[tensor pipe %]:.0f} %; the epilogue's "
+     "shared-memory stores now show as {c[smem bank conflicts]:.3g} bank conflicts and an mio_throttle stall",
+     lambda c, p: (c["tensor pipe %"] > p["tensor pipe %"] + 3 and _ratio(c, p, "DRAM bytes") < 1
+                   and _stall(c, "mio_throttle") > 0)),
+    # the variants: the top rung with one thing taken away, compared with the top rung
+    ("TMA store + L2 order, no cluster", "TMA store + L2 order",
+     "without multicast, L2 bytes {mb_p} -> {mb_c} ({r_l2:.2f}x) and DRAM bytes {r_dram:.2f}x; tensor pipe "
+     "{p[tensor pipe %]:.0f} % -> {c[tensor pipe %]:.0f} %",
+     lambda c, p: _ratio(c, p, "L2 bytes") > 1.2),
+    ("TMA store + L2 order, row-major order", "TMA store + L2 order",
+     "tiles walked row by row: DRAM bytes {mb_p} -> {mb_c} ({r_dram:.2f}x), the grouped order keeps shared "
+     "slices in L2",
+     lambda c, p: _ratio(c, p, "DRAM bytes") > 1.05),
+    ("TMA store + L2 order, release lag 0", "TMA store + L2 order",
+     "waiting for every wgmma group before releasing its slot: barrier stalls {bar_p:.1f} -> {bar_c:.1f} warps "
+     "per issue ({top_c})",
+     lambda c, p: _stall(c, "barrier") > _stall(p, "barrier")),
+]
+
+
+def claim_holds(rung: str, counters: dict | None) -> bool | None:
+    """Whether the record's counters support rung's claim (None: not measured)."""
+    by = counters_by_rung(counters)
+    for name, before, _, pred in CLAIMS:
+        if name == rung:
+            if name not in by or (before and before not in by):
+                return None
+            return bool(pred(by[name], by[before] if before else None))
+    raise KeyError(rung)
+
+
+def claim_text(rung: str, counters: dict | None) -> str | None:
+    """The claim for `rung`, formatted from the counters, or None when they contradict it."""
+    by = counters_by_rung(counters)
+    name, before, template, pred = next(x for x in CLAIMS if x[0] == rung)
+    if name not in by or (before and before not in by):
+        return None
+    c, p = by[name], by[before] if before else None
+    if not pred(c, p):
+        return None
+    f = {"c": c, "p": p, "kib_c": _kib(c["shared bytes per block"]), "top_c": _top(c)}
+    if p:
+        f.update(kib_p=_kib(p["shared bytes per block"]), mb_c=_mb(c["L2 bytes"]), mb_p=_mb(p["L2 bytes"]),
+                 r_l2=_ratio(c, p, "L2 bytes"), r_wf=_ratio(c, p, "smem wavefronts"),
+                 r_dram=_ratio(c, p, "DRAM bytes"), r_tma=_ratio(c, p, "TMA load bytes"),
+                 r_gmma=_ratio(c, p, "gmma instructions"),
+                 bar_c=_stall(c, "barrier"), bar_p=_stall(p, "barrier"),
+                 ls_c=_stall(c, "long_scoreboard"), ls_p=_stall(p, "long_scoreboard"))
+        if "DRAM bytes" in c and rung.endswith("row-major order"):
+            f.update(mb_c=_mb(c["DRAM bytes"]), mb_p=_mb(p["DRAM bytes"]))
+    text = template.format(**f).replace("shared_mem", "shared memory")
+    return text[0].upper() + text[1:]
+
+
+def why_rows(ladder_figs: dict | None, counters: dict | None) -> list[dict]:
+    """Per rung and variant: its step at each recorded size (computed) and its why (from the counters)."""
+    out = []
+    steps = {(k, n): (x, v) for k, n, x, v in step_verdicts(ladder_figs)}
+    top = {r["n"]: r for r in (ladder_figs or {}).get("rows", []) if r["rung"] == BEST}
+    for name, before, _, _ in CLAIMS:
+        sizes = sorted({r["n"] for r in (ladder_figs or {}).get("rows", [])})
+        if name in [r["name"] for r in RUNGS]:
+            step = [f"{steps[(name, n)][0]:.2f}x at {n}³ ({steps[(name, n)][1]})" for n in sizes if (name, n) in steps]
+        else:
+            by = {(r["rung"], r["n"]): r for r in ladder_figs["rows"]} if ladder_figs else {}
+            step = [f"{by[(name, n)]['TFLOPS'] / top[n]['TFLOPS']:.2f}x the top rung at {n}³"
+                    for n in sizes if (name, n) in by and n in top]
+        text = claim_text(name, counters)
+        out.append({"rung": name, "step": "; ".join(step) or ("the first rung" if before is None else "not recorded"),
+                    "why (Nsight Compute, 4096³)": text if text is not None else
+                    ("(counters not recorded)" if claim_holds(name, counters) is None
+                     else "(the counters do not support the stated cause: see the figure)")})
+    return out
+
+
+def why_markdown(ladder_figs: dict | None, counters: dict | None) -> str:
+    """why_rows as a markdown list: what the notebook shows as the explanation of the ladder."""
+    if not ladder_figs:
+        return "*(the ladder is not recorded yet on an H200)*"
+    lines = []
+    for i, r in enumerate(why_rows(ladder_figs, counters)):
+        head = f"{i + 1}. **{r['rung']}**" if r["rung"] in [x["name"] for x in RUNGS] else f"- variant **{r['rung']}**"
+        lines.append(f"{head} — {r['step']}. {r['why (Nsight Compute, 4096³)']}.")
+    return "\n".join(lines)
+
+
+def closing_markdown(ladder_figs: dict | None, counters: dict | None) -> str:
+    """The chapter's closing note: per rung, its step and the counters that explain it, and where the
+    ladder ends against cuBLAS, all from the record (a markdown table and one sentence)."""
+    if not ladder_figs:
+        return "*(the ladder is not recorded yet on an H200)*"
+    by = counters_by_rung(counters)
+    rows = ladder_figs["rows"]
+    sizes = sorted({r["n"] for r in rows})
+    steps = {(k, n): x for k, n, x, _ in step_verdicts(ladder_figs)}
+    head = (["rung"] + [f"TFLOPS {n}³ (step)" for n in sizes]
+            + ["tensor pipe %", "blocks / SM (limit)", "top stall", "L2 MB", "smem wavefronts (M)"])
+    out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for r in RUNGS:
+        cells = [r["name"]]
+        for n in sizes:
+            x = next((y for y in rows if y["rung"] == r["name"] and y["n"] == n), None)
+            cells.append("-" if x is None else f"{x['TFLOPS']:.0f}"
+                         + (f" ({steps[(r['name'], n)]:.2f}x)" if (r["name"], n) in steps else ""))
+        c = by.get(r["name"])
+        cells += (["-"] * 5 if c is None else
+                  [f"{c['tensor pipe %']:.0f}", f"{c['blocks per SM (theoretical)']:.0f} "
+                   f"({c['occupancy limited by'].replace('shared_mem', 'shared memory')})",
+                   c["top stalls"][0]["reason"], f"{c['L2 bytes'] / 1e6:.0f}", f"{c['smem wavefronts'] / 1e6:.1f}"])
+        out.append("| " + " | ".join(cells) + " |")
+    end = []
+    for n in sizes:
+        top = next((y for y in rows if y["rung"] == RUNGS[-1]["name"] and y["n"] == n), None)
+        if top:
+            where = ("above it" if top["of cuBLAS"] > 1 + MARGIN else "level with it, within 3 %"
+                     if top["of cuBLAS"] >= 1 - MARGIN else "below it")
+            end.append(f"{top['of cuBLAS']:.2f} of cuBLAS at {n}³ ({where})")
+    slower = [f"{k} at {n}³ ({x:.2f}x)" for k, n, x, v in step_verdicts(ladder_figs) if v == "slower"]
+    text = "\n".join(out) + "\n\nThe ladder ends at " + "; ".join(end) + "."
+    if slower:
+        text += " Rungs slower than the rung before: " + ", ".join(slower) + " (their causes above)."
+    return text
+
+
+def draw_counters(counters: dict | None, names=None):
+    """Per rung: tensor-pipe utilisation (left) and the top warp stalls, warps per issued instruction
+    (right), from ch04.counters. Returns a matplotlib Figure (None when nothing is recorded)."""
+    from matplotlib.figure import Figure
+    by = counters_by_rung(counters)
+    names = [n for n in (names or [r["name"] for r in RUNGS + VARIANTS]) if n in by]
+    if not names:
+        return None
+    fig = Figure(figsize=(12, 4.2), layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2)
+    y = np.arange(len(names))[::-1]
+    ax1.barh(y, [by[k]["tensor pipe %"] for k in names], color="#4c72b0")
+    for yy, k in zip(y, names):
+        ax1.text(by[k]["tensor pipe %"] + 1, yy, f"{by[k]['tensor pipe %']:.0f} %  ({by[k]['blocks per SM (theoretical)']:.0f} "
+                 f"block/SM, {by[k]['occupancy limited by'].replace('shared_mem', 'shared memory')})", va="center", fontsize=7)
+    ax1.set_yticks(y, names, fontsize=8)
+    ax1.set_xlim(0, 135)
+    ax1.set_xlabel("tensor pipe busy, % of peak (sm__pipe_tensor_cycles_active)")
+    reasons = list(dict.fromkeys(t["reason"] for k in names for t in by[k]["top stalls"]))
+    left = np.zeros(len(names))
+    for i, reason in enumerate(reasons):
+        w = np.array([_stall(by[k], reason) for k in names])
+        ax2.barh(y, w, left=left, color=f"C{i}", label=reason)
+        left += w
+    ax2.set_yticks(y, [""] * len(names))
+    ax2.set_xlabel("warps stalled per issued instruction (top 4 reasons per kernel)")
+    ax2.legend(fontsize=7, loc="lower right")
+    fig.suptitle("Nsight Compute on the H200, 4096³, one profiled launch per kernel (counters, not times)", fontsize=10)
+    return fig
+
+
+def draw_measured_timeline(schedules: dict, first: int, S: int | None, title: str):
+    """timeline.draw of measured (issue, data, data, release) tuples in µs, with time counted from the
+    first slice drawn (so the axis starts where the data does) and each box labelled with its slice
+    number (first, first + 1, ...) rather than its position in the window."""
+    from judge.draw import timeline as _tl
+    t0 = min(t for s in schedules.values() for tile in s for t in tile)
+    shifted = {k: [tuple(t - t0 for t in tile) for tile in s] for k, s in schedules.items()}
+    fig = _tl.draw(shifted, S=S, unit=f"µs after slice {first}'s load was issued", title=title)
+    for ax in fig.axes:
+        for t in ax.texts:
+            if t.get_text().isdigit():
+                t.set_text(str(int(t.get_text()) + first))
+    return fig
 
 
 # ----------------------------------------------------------------------------- device script

@@ -3,8 +3,10 @@
 // Build and inspect: python -c "from judge import build; print(build.compile('chapters/04_wgmma/wgmma_tile.cu').sass)"
 // Run (an H200): chapters/04_wgmma.ipynb, section "A first wgmma"; judge/hw/wgmma.py models every address below.
 //
-// A (64 x 64 bf16) and B (64 x 64 bf16) are row-major in global memory: both K-major, as wgmma wants
-// them for bf16. One block of 128 threads (one warpgroup) copies them into shared memory in the
+// A (64 x 64 bf16) and B (64 x 64 bf16) are row-major in global memory: both K-major. That is this
+// kernel's choice: for 16-bit types wgmma also takes MN-major tiles through its transpose operands
+// (PTX ISA, wgmma.mma_async, imm-trans-a / imm-trans-b; CUTLASS's Layout_MN_SW* atoms); only tf32,
+// FP8 and int8 operands must be K-major. One block of 128 threads (one warpgroup) copies them into shared memory in the
 // canonical K-major layout of the chosen swizzle (the layout a TMA box with the same swizzle leaves),
 // then issues K/16 = 4 wgmma m64n64k16 and writes the fp32 accumulators to C (64 x 64, row-major)
 // through the register fragment layout. Every layout rule the chapter states is used here once.

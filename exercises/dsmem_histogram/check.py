@@ -1,14 +1,18 @@
 """Grader of dsmem_histogram: python practice/judge.py check dsmem_histogram
 
 The engine (judge.grading.cuda_flow.grade) compiles histogram.cu for sm_90a, checks that the SASS shows the
-cluster barrier (UCGABAR_ARV / UCGABAR_WAIT), runs the small case on the CPU model of the machine
-(judge.model, where it supports the kernel), then on an H200 every case with fresh random inputs against numpy.bincount, exactly, and times the kernel
-against global atomics (chapters/03_clusters/histogram.cu, hist_global) measured in the same run.
+cluster barrier (UCGABAR_ARV / UCGABAR_WAIT), runs the model cases (drawn per run: n with and without a tail
+n % 4) on the CPU model of the machine (judge.model), then on an H200 every case with fresh random inputs
+against numpy.bincount, exactly, and times the kernel against global atomics
+(chapters/03_clusters/histogram.cu, hist_global) measured in the same run. The model also counts the adds
+that reach a peer block's shared memory through .shared::cluster (exercise.toml [uses]): a histogram that
+never touches a peer is MISSING FEATURE, whatever its SASS shows.
 
 The launch: hist is zeroed (the poison the engine wrote is overwritten here, for every variant
 alike: a histogram adds), then grid (BLOCKS,1,1), 256 threads, clusters of (CLUSTER,1,1) and
 4 * ceil(bins / CLUSTER) bytes of dynamic shared memory. CLUSTER and BLOCKS are read from the
-learner's file. On the CPU model the grid is cut to two clusters (the model runs every thread).
+learner's file. The CPU model runs the same launch, the whole grid of BLOCKS blocks, with %nsmid and
+the cluster registers as on an H200: a kernel cannot tell it from the GPU by its grid.
 """
 from __future__ import annotations
 
@@ -53,8 +57,6 @@ def launch(build, case, ins, outs):
     cluster, blocks = plan(build)
     hist = outs["hist"]
     hist[...] = 0
-    if isinstance(hist, np.ndarray) and blocks % cluster == 0:
-        blocks = min(blocks, 2 * cluster)             # the CPU model: two clusters are enough
     _launch.launch(build, KERNEL, grid=(blocks, 1, 1), block=(THREADS, 1, 1),
                    args=(ins["x"], np.int32(case["n"]), np.int32(case["bins"]), hist),
                    shared_bytes=4 * (-(-case["bins"] // cluster)), cluster=(cluster, 1, 1))

@@ -14,9 +14,10 @@ is this exercise's own:
   * the compile-log rules are exercise.toml's [log] (C7508: setmaxnreg ignored; C7515: wgmma
     serialized; both MISSING FEATURE); the engine's SASS rule catches a TMA store with no
     async-proxy fence after the tile's shared-memory stores (WRONG, named).
-  * without a GPU, the CPU model of the machine (judge.model) runs model_cases: it finds a ring
-    that never turns (HANG), wrong rows and a dropped K tail (WRONG); work skipped on later
-    launches shows only in the timed runs, on an H200.
+  * the CPU model of the machine (judge.model) runs exercise.toml's model cases, drawn per run (a
+    ring that wraps with a K tail; a K under one slice): it finds a ring that never turns (HANG),
+    wrong rows and a dropped K tail (WRONG), setmaxnreg not executed by a whole warpgroup (HANG);
+    work skipped on later launches shows only in the timed runs, on an H200.
 """
 from __future__ import annotations
 
@@ -102,11 +103,6 @@ def _maps(a, b, c):
                       tma.tensor_map(b, box=(BK, BN), swizzle="128B"),
                       tma.tensor_map(c, box=(64, 64), swizzle="128B"))
     return _MAPS[key]
-
-
-# For the CPU model: one tile, K = 328 = 5 x 64 + 8: the ring wraps once (the parity flips) and
-# the last slice hangs over K.
-model_cases = [{"m": 128, "n": 256, "k": 328}]
 
 
 def launch(build, case, ins, outs):

@@ -37,6 +37,9 @@ DEFAULT_SMEM_LIMIT = 48 << 10  # dynamic shared memory a block gets without opti
 
 #: the CPU model's report of the last launch it ran (dynamic instruction counts, timeline)
 last_model_report = None
+#: extra keywords for judge.model.run on the next model launches (set by judge.grading.cuda_flow:
+#: the target GPU's SM count, how many blocks of a large grid to sample)
+model_options: dict = {}
 
 
 class LaunchError(ValueError):
@@ -89,7 +92,7 @@ def launch(build, kernel: str, *, grid, block, args=(), shared_bytes: int = 0, c
         from judge import model
         global last_model_report
         last_model_report = model.run(build, kernel, grid=g, block=b, args=tuple(args),
-                                      shared_bytes=shared_bytes, cluster=c or (1, 1, 1))
+                                      shared_bytes=shared_bytes, cluster=c or (1, 1, 1), **model_options)
         return
     from cuda.core import LaunchConfig, launch as _cc_launch
     k = _prepare(build, kernel, shared_bytes, c)

@@ -2,11 +2,19 @@
 
 Imports exercises/<id>/check.py, calls check(sub) and sends the Result as JSON on the private
 channel FD, a pipe only this process holds (the learner's code runs in a further process,
-judge.grading.learner_process, that does not inherit it). Progress goes on the same channel:
+judge.grading.learner_process, that does not inherit it). Progress goes on the same channel, each
+line opening with the run's secret (it came on stdin, never in argv or the environment):
 
-    P <text>      progress (resets judge.grading.check_process's watchdog, shown to the learner)
-    B             a heartbeat: a call into the learner's code came back
-    R <json>      the Result
+    <secret> P <text>      progress (resets judge.grading.check_process's watchdog, shown to the learner)
+    <secret> B             a heartbeat: a call into the learner's code came back
+    <secret> R <json>      the Result (it counts only if this process then exits with status 0)
+
+Before it starts a learner process, this process makes itself non-dumpable on Linux
+(judge.grading.learner_process: prctl PR_SET_DUMPABLE 0): then no other process of the same user
+without CAP_SYS_PTRACE may open its /proc/<pid>/fd, mem, environ or cwd, so even a learner process
+outside any namespace cannot write into the channel through /proc. (GPU checks, which start no
+learner process, leave it as it is.)
+A learner's result in best-effort isolation (no namespaces on this system) carries a line saying so.
 
 A CUDA error (illegal address, launch failure, trap) becomes CRASH with the error's text.
 Not meant to be run by hand; judge.grading.grade.check() starts it.
@@ -24,12 +32,13 @@ from pathlib import Path
 class Channel:
     """The private pipe to judge.grading.check_process."""
 
-    def __init__(self, fd: int):
+    def __init__(self, fd: int, secret: str = ""):
         self._f = os.fdopen(fd, "w", buffering=1, encoding="utf-8", errors="replace")
+        self._secret = secret
         self._last_beat = 0.0
 
     def _send(self, line: str) -> None:
-        self._f.write(line.replace("\n", " ") + "\n")
+        self._f.write(self._secret + " " + line.replace("\n", " ") + "\n")
         self._f.flush()
 
     def progress(self, text: str) -> None:
@@ -49,9 +58,13 @@ def _is_cuda_error(e: BaseException) -> bool:
     return any("CUDA" in t.__name__ or "Cuda" in t.__name__ for t in type(e).__mro__)
 
 
+BEST_EFFORT = ("isolation: best effort on this system ({why}): your code ran in a process of its own "
+               "behind an audit hook, without the kernel's namespaces")
+
+
 def main(argv: list[str]) -> int:
-    chan = Channel(int(argv[1]))
     req = json.loads(sys.stdin.read())
+    chan = Channel(int(argv[1]), req.get("secret", ""))
     chan.progress("loading the check")
     from judge.grading import exercise, learner_process as sandbox, submission
     from judge.grading.result import Result, Stop, Verdict
@@ -87,6 +100,10 @@ def main(argv: list[str]) -> int:
             sub.close()
     if not isinstance(result, Result):
         result = Result(Verdict.CRASH, f"the check returned {type(result).__name__}, not a Result")
+    learner = getattr(sub, "_learner", None)
+    if learner is not None and learner.best_effort:
+        why = learner.isolation[len("best effort on this system ("):-1]
+        result.details = list(result.details) + [BEST_EFFORT.format(why=why)]
     chan.result(result)
     return 0
 

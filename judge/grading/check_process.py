@@ -11,6 +11,12 @@ each report. Everything printed on stdout/stderr is "your output", never progres
   CRASH  the child died or raised a CUDA error (illegal address, launch failure, trap):
          that context is unusable, but the next child starts on a fresh one.
 
+A result counts only when all of this holds: it came on the private channel, on a line opening
+with this run's secret (a fresh token sent to the child on its stdin, never in its argv or
+environment), it was the only result, and the child then exited with status 0. A result followed
+by the child's death (a learner that kills the worker with -9 after forging one), a second result,
+or any line on the channel without the secret makes the verdict CRASH, never PASS.
+
 Ctrl-C while a check runs ends the child's whole process group and raises KeyboardInterrupt.
 """
 from __future__ import annotations
@@ -106,8 +112,9 @@ def _kill(proc) -> None:
 
 
 def _run(req: dict, progress, timeout: float, grace: float = 0.0) -> Result:
+    secret = secrets.token_hex(16)
     with tempfile.TemporaryDirectory(prefix="judge-") as tmp:
-        req = dict(req, figures=req.get("figures", str(Path(tmp) / "figures")))
+        req = dict(req, figures=req.get("figures", str(Path(tmp) / "figures")), secret=secret)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [str(config.ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
             PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
@@ -144,6 +151,8 @@ def _run(req: dict, progress, timeout: float, grace: float = 0.0) -> Result:
             pass
         output: collections.deque = collections.deque(maxlen=OUTPUT_LINES)
         n_output, last_progress, result_json = 0, "starting", None
+        n_results, forged = 0, []                 # results seen; channel lines without the secret
+        mark = secret + " "
         limit = timeout + grace
         start = time.monotonic()
         deadline = start + limit
@@ -165,7 +174,12 @@ def _run(req: dict, progress, timeout: float, grace: float = 0.0) -> Result:
                 if kind == "out":
                     output.append(line)
                     n_output += 1
-                elif line.startswith("P "):
+                    continue
+                if not line.startswith(mark):
+                    forged.append(line[:200])
+                    continue
+                line = line[len(mark):]
+                if line.startswith("P "):
                     last_progress = line[2:]
                     deadline = time.monotonic() + limit
                     if progress:
@@ -174,6 +188,7 @@ def _run(req: dict, progress, timeout: float, grace: float = 0.0) -> Result:
                     deadline = time.monotonic() + limit
                 elif line.startswith("R "):
                     result_json = line[2:]
+                    n_results += 1
         except KeyboardInterrupt:
             _kill(proc)
             raise
@@ -186,6 +201,10 @@ def _run(req: dict, progress, timeout: float, grace: float = 0.0) -> Result:
                                    "mbarrier whose expected bytes never arrive) or a counter that stops "
                                    "advancing"] + _yours(output, n_output))
         rc = proc.wait()
+        void = _void(rc, n_results, forged)
+        if void:
+            return Result(Verdict.CRASH, void, details=[f"on the channel: {l}" for l in forged[:3]]
+                          + _yours(output, n_output))
         if result_json is not None:
             r = Result.from_json(result_json)
             r.details = r.details + _yours(output, n_output)
@@ -195,6 +214,20 @@ def _run(req: dict, progress, timeout: float, grace: float = 0.0) -> Result:
         why = why or (f"killed by signal {-rc}" if rc < 0 else "it printed nothing")
         return Result(Verdict.CRASH, f"the check process died (exit {rc}) during '{last_progress}': {why}",
                       details=tail)
+
+
+def _void(rc: int, n_results: int, forged: list[str]) -> str | None:
+    """Why a run's result cannot count (None when it can): see the module's docstring."""
+    if forged:
+        return (f"{len(forged)} line(s) without this run's secret arrived on the grader's private "
+                f"channel: something other than the check wrote there, so no result of this run counts")
+    if n_results > 1:
+        return f"{n_results} results arrived for one run: no result of this run counts"
+    if n_results == 1 and rc != 0:
+        how = f"killed by signal {-rc}" if rc < 0 else f"exit {rc}"
+        return (f"the check process ended abnormally ({how}) after sending its result: a result counts "
+                f"only from a check that ends cleanly")
+    return None
 
 
 def _yours(output, n: int) -> list[str]:

@@ -87,6 +87,13 @@ class Cases:
 
 
 @dataclass(frozen=True)
+class ModelRun:
+    """[model]: how the CPU model runs a GPU exercise's cases beyond their launch."""
+    max_blocks: int = 0          # above this many blocks, a random sample of whole clusters (needs check.owned)
+    sms: int = 132               # %nsmid the kernel reads (the target GPU's SM count: an H200 has 132)
+
+
+@dataclass(frozen=True)
 class Timing:
     """[timing]: the timed case (its output is checked too) and the ceiling it is a fraction of."""
     case: dict                   # the size that is timed
@@ -153,13 +160,15 @@ class Exercise:
     order: int = 0               # place within the chapter
     difficulty: str = "medium"   # easy | medium | hard
     needs_gpu: bool = False      # a CUDA exercise graded by the CUDA flow
-    target: str = config.DEFAULT_TARGET  # what the learner's CUDA is built for (sm_90a; sm_100a: compile-only)
+    target: str = config.DEFAULT_TARGET  # what the learner's CUDA is built for (sm_90a; sm_100a: no GPU, the CPU model)
     kernel: str = ""             # the kernel that is graded (GPU exercises)
     features: list = field(default_factory=list)   # SASS features it must show (judge/hw/sass.py FEATURES)
     hints: list = field(default_factory=list)      # shown one at a time by `practice/judge.py hint`
     solution_cpu: str = "PASS"   # the solution's verdict without a GPU, where the CPU model cannot give PASS
     cases: Cases = field(default_factory=Cases, metadata=_table(Cases))
     uses: dict = field(default_factory=dict)       # path -> least share of shared-memory fills through it
+    carries: dict = field(default_factory=dict)    # feature -> least share of the output's bytes it produced
+    model: ModelRun = field(default_factory=ModelRun, metadata=_table(ModelRun))
     timing: Timing | None = field(default=None, metadata=_table(Timing))
     tiers: Tiers = field(default_factory=Tiers, metadata=_table(Tiers))
     tolerance: Tolerance = field(default_factory=Tolerance, metadata=_table(Tolerance))

@@ -1,22 +1,49 @@
-"""The learner's Python runs in a process of its own, apart from the grader.
+"""The learner's Python runs in a process of its own, behind the kernel's namespaces where it can.
 
-A CPU exercise's check.py runs in the judge's worker process (judge.grading.check_child). When it asks for the
-learner's functions (sub.learner_module("schedule", ...)) it gets a proxy: each attribute is a
-callable that runs in a second child, the learner process, started by this module:
+A CPU exercise's check.py runs in the judge's worker process (judge.grading.check_child). When it
+asks for the learner's functions (sub.learner_module("schedule", ...)) it gets a proxy: each
+attribute is a callable that runs in the learner process, started by this module:
 
     worker (check.py, the reference, judge.*)  --pickled call-->  learner process (your file only)
                                                <--plain values--
 
-The learner process
-  - imports a copy of the learner's file from an empty temporary folder (its working directory);
-  - cannot import the judge (judge.*) nor anything of the course checkout (exercises/*/solution*,
-    the checks), and cannot open, list or run files there: a meta-path finder and an audit hook
-    (sys.addaudithook) refuse them, and it may not start other programs;
-  - has no way to report progress or results: those travel from the worker to judge.grading.check_process on a
-    private pipe the learner process does not inherit. Its stdout and stderr are shown as
-    "your output";
-  - answers each call within a time limit (JUDGE_TIMEOUT, 10 s for CPU exercises): a call that
-    does not return in time is a HANG, and the learner process is killed.
+Threat model. The learner's file is treated as hostile.
+  It may: compute, print (shown as "your output"), use its own temporary folder (/tmp, private).
+  It may not: read any file of the course other than its own submission (solutions, checks, the
+  judge, the workspace, the kernel cache); learn the course's location from anything the judge
+  hands it (argv, working directory, environment, its __main__, its frames, its parent's /proc);
+  talk to the grader except through its return values; forge or replace a result; turn its own
+  death or the grader's into a PASS.
+
+How, on Linux with unprivileged user namespaces (judge.grading.learner_process._enter_boundary):
+  - the process starts as `python -E -S -P -B -u -c <this file's learner side> FD FD` in an empty
+    temp folder with an environment built from scratch; its file arrives as bytes on a pipe;
+  - it enters new user, mount, PID, network and IPC namespaces. There the course checkout, the
+    workspace and the kernel cache are covered by empty tmpfs mounts (any file descriptor or
+    relative path with dir_fd finds nothing: the files are not in its world), every mount is made
+    read-only (it cannot plant code in the venv or ~ for the grader's next run) except a private
+    tmpfs /tmp, and a fresh /proc shows only its own namespace (no /proc/<ppid>/fd, cmdline, cwd);
+  - its first process forks the namespace's PID 1, which enters a second user + mount namespace
+    below the first (every inherited mount is then locked: even as root there it cannot unmount
+    what hides the course), starts a session of its own (kill(0, ...) reaches nothing outside), and
+    executes a fresh Python, so nothing of the setup (paths included) is left in its memory;
+  - the worker is non-dumpable and its result channel carries a per-run secret; a result counts
+    only if the worker then exits 0 (judge.grading.check_process).
+  What stays visible: the Python environment it runs on (read-only), which may name its own
+  location; the rest of the file system outside the hidden folders, read-only.
+  Landlock and seccomp are not used: mount namespaces already remove the files and PID
+  namespaces the processes, for under 0.1 s per check (tests/test_sandbox.py measures it).
+
+Where the kernel refuses (not Linux, user namespaces disabled, a container's seccomp profile), or
+with JUDGE_ISOLATION=best-effort, the learner process runs without namespaces behind an audit hook
+(sys.addaudithook) and a meta-path finder that refuse the course's folders by path and any
+program start; the verdict then says "isolation: best effort on this system". A hook sees a path
+as written, so this mode is a fence against mistakes, not against a deliberate attack.
+
+In both modes it cannot import the judge (judge.*), has no way to report progress or results (those
+travel from the worker on a pipe it does not inherit), and answers each call within a time limit
+(JUDGE_TIMEOUT, 10 s for CPU exercises): a call that does not return in time is a HANG, and the
+learner process is killed (its namespace's PID 1 dies with its parent, and everything in it).
 
 Values coming back are plain data only (numbers, strings, tuples, lists, dicts, sets, NumPy arrays),
 read with a restricted unpickler; anything else arrives as an Opaque stand-in showing its repr.
@@ -24,27 +51,28 @@ An exception raised by learner code is raised again in the worker as the same ty
 the nearest built-in type for the learner's own classes), with the learner's line in
 `learner_where` ("timeline.py line 12"), which judge.grading.submission.learner_error shows.
 
-This fence is against a learner's program reaching for the answers, not a security boundary
-against deliberate attacks through ctypes or native code.
-
-Run directly, this file is the learner process itself (`python -E -P -B judge/grading/learner_process.py FD FD`);
-that side imports nothing but the standard library.
+Not run by hand: the learner's side (everything above "the worker's side") imports only the
+standard library and runs as -c text. Tests: tests/test_sandbox.py, tests/test_isolation.py.
 """
 from __future__ import annotations
 
 import os
-import pickle
 import struct
 import sys
 
 MAX_MESSAGE = 64 << 20          # a learner's value larger than this is refused (bytes, pickled)
 _HEADER = struct.Struct("<4sQ")   # magic, length
 _MAGIC = b"LRN1"
+_SELF = globals().get("__file__", "<string>")   # the learner process runs this file's text with -c
 
 
 # ============================================================== framing (both sides)
 def _write_msg(fd: int, obj) -> None:
-    data = pickle.dumps(obj, protocol=4)
+    import pickle
+    _write_raw(fd, pickle.dumps(obj, protocol=4))
+
+
+def _write_raw(fd: int, data: bytes) -> None:
     view = memoryview(_HEADER.pack(_MAGIC, len(data)) + data)
     while view:
         n = os.write(fd, view)
@@ -114,22 +142,26 @@ def _describe_exception(e: BaseException, learner_file: str) -> dict:
         args = _plain(e.args)
     except TypeError:
         args = None
-    text = [l for f in frames if f.filename != __file__
+    text = [l for f in frames if f.filename != _SELF
             for l in traceback.format_list([f])]
     return {"type": type(e).__name__, "bases": bases, "text": str(e), "args": args, "where": where,
             "traceback": ("".join(text) + "".join(traceback.format_exception_only(type(e), e)))[-4000:],
             "syntax": (e.msg, e.lineno, e.offset) if isinstance(e, SyntaxError) else None}
 
 
-def _fence(root: str, learner_file: str) -> None:
-    """Keep the learner's code out of the course checkout and away from other processes."""
+def _fence(hidden: list[str]) -> None:
+    """The audit hook and import guard, inside any boundary (and the only fence without one).
+
+    `hidden` is empty inside the OS boundary (the course is not there to refuse); in the best-effort
+    mode it lists the folders to refuse by path: a hook sees the path as written, so a relative
+    path opened with dir_fd slips past it. That is why it is best effort.
+    """
     import importlib.abc
     import importlib.machinery
 
-    root = os.path.realpath(root)
+    hidden = [os.path.realpath(h) for h in hidden]
     allowed = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     me = str(os.getpid())
-    own_file = os.path.realpath(__file__)
 
     def blocked(path) -> bool:
         if isinstance(path, int):
@@ -141,9 +173,8 @@ def _fence(root: str, learner_file: str) -> None:
         if p.startswith("/proc/"):
             parts = p.split("/")
             return len(parts) > 3 and parts[2].isdigit() and (parts[2] != me or parts[3] == "fd")
-        if p == root or p.startswith(root + os.sep):
-            return not any(p == a or p.startswith(a + os.sep) for a in allowed)
-        return p == own_file
+        inside = any(p == h or p.startswith(h + os.sep) for h in hidden)
+        return inside and not any(p == a or p.startswith(a + os.sep) for a in allowed)
 
     class _Refuse(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
@@ -157,8 +188,6 @@ def _fence(root: str, learner_file: str) -> None:
 
     sys.meta_path.insert(0, _Refuse())
     sys.path[:] = [p for p in sys.path if p and not blocked(p)]
-    for name in [m for m in sys.modules if m.partition(".")[0] == "judge"]:
-        del sys.modules[name]
 
     no_programs = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
                    "os.fork", "os.forkpty", "pty.spawn")
@@ -178,19 +207,185 @@ def _fence(root: str, learner_file: str) -> None:
     sys.addaudithook(hook)
 
 
-def _child_main(cmd_fd: int, reply_fd: int) -> int:
+# ============================================================== the OS boundary (Linux, learner side)
+# Numbers from <linux/sched.h>, <linux/mount.h>, <linux/prctl.h>; the same on x86-64 and arm64.
+_NEWNS, _NEWIPC, _NEWUSER, _NEWPID, _NEWNET = 0x20000, 0x8000000, 0x10000000, 0x20000000, 0x40000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_BIND, _MS_REC, _MS_PRIVATE = 0x1000, 0x4000, 0x40000
+_AT_FDCWD, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = -100, 0x8000, 1
+_SYS_MOUNT_SETATTR = {"x86_64": 442, "aarch64": 442}       # mount_setattr(2), Linux 5.12+
+_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
+WORK_DIR = "/tmp/learner"       # the learner's working directory (and HOME) inside the boundary
+INSIDE = ("namespaces of its own (user, mount, PID, network, IPC): the course's folders hidden, "
+          "every file read-only except its private /tmp, no view of other processes")
+
+
+class _Linux:
+    """The Linux calls Python 3.11's os module lacks (unshare, mount, mount_setattr, prctl), via libc."""
+
+    def __init__(self):
+        if not sys.platform.startswith("linux"):
+            raise OSError(f"no user namespaces on {sys.platform}")
+        import ctypes
+        self._ct = ctypes
+        self._libc = libc = ctypes.CDLL(None, use_errno=True)
+        libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+        libc.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+        libc.syscall.restype = ctypes.c_long
+        self._setattr_nr = _SYS_MOUNT_SETATTR.get(os.uname().machine)
+        if self._setattr_nr is None:
+            raise OSError(f"no mount_setattr number known for {os.uname().machine}")
+
+    def _ok(self, r: int, what: str) -> None:
+        if r < 0:
+            e = self._ct.get_errno()
+            raise OSError(e, f"{what}: {os.strerror(e)}")
+
+    def unshare(self, flags: int) -> None:
+        self._ok(self._libc.unshare(flags), "unshare")
+
+    def mount(self, src, target, fstype, flags: int, data=None) -> None:
+        enc = (lambda s: None if s is None else os.fsencode(s))
+        self._ok(self._libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+
+    def read_only(self, path: str, *, recursive: bool, on: bool = True) -> None:
+        ct = self._ct
+        attr = (ct.c_uint64 * 4)(_MOUNT_ATTR_RDONLY if on else 0, 0 if on else _MOUNT_ATTR_RDONLY, 0, 0)
+        r = self._libc.syscall(ct.c_long(self._setattr_nr), ct.c_int(_AT_FDCWD), ct.c_char_p(os.fsencode(path)),
+                               ct.c_uint(_AT_RECURSIVE if recursive else 0), ct.byref(attr), ct.c_size_t(32))
+        self._ok(r, f"mount_setattr {path}")
+
+    def prctl(self, option: int, arg: int) -> None:
+        self._ok(self._libc.prctl(option, arg, 0, 0, 0), f"prctl {option}")
+
+
+def _map_ids(uid: int, gid: int, proc_self: int) -> None:
+    """In a fresh user namespace: be the same uid/gid as outside (setgroups must be denied first)."""
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        fd = os.open(name, os.O_WRONLY, dir_fd=proc_self)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+
+
+def _enter_boundary(init: dict, cmd_fd: int, rep_fd: int) -> None:
+    """Put the learner's code behind the kernel's namespaces; Linux, unprivileged.
+
+    This process (A) builds a user + mount + PID + network + IPC namespace, hides the course there,
+    makes every mount read-only but a private /tmp, and forks B, the first process of the new PID
+    namespace. A waits for B and exits as B did. B mounts a /proc that shows only its own namespace,
+    enters a second user + mount namespace below the first (so every mount it inherits is locked:
+    even as root there it cannot unmount what hides the course), and executes a fresh Python that
+    knows nothing of A's memory. Raises OSError (in A, or in B before the exec) when the kernel
+    refuses a step: the caller falls back to the best-effort fence and says so.
+    """
+    import select
+    import signal
+    linux = _Linux()
+    uid, gid = os.getuid(), os.getgid()
+    for k in init["keep"]:
+        if any(h == k or h.startswith(k + os.sep) for h in init["hide"]):
+            raise OSError(f"the Python environment {k} holds the course itself")
+    linux.unshare(_NEWUSER | _NEWNS | _NEWPID | _NEWNET | _NEWIPC)
+    proc_self = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    _map_ids(uid, gid, proc_self)
+    os.close(proc_self)
+    linux.mount(None, "/", None, _MS_REC | _MS_PRIVATE)          # nothing we mount leaks back out
+    # held open before hiding, in this namespace (a bind's source must be a mount of the caller's)
+    keep = [(p, os.open(p, os.O_PATH | os.O_CLOEXEC)) for p in init["keep"] if os.path.isdir(p)]
+    linux.mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={init['tmp_bytes']}")
+    for p in init["hide"]:
+        if os.path.isdir(p):                                        # not already under a hidden one
+            linux.mount("tmpfs", p, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755,size=64k")
+    for p, fd in keep:                                              # the Python it runs on, if hidden
+        os.makedirs(p, exist_ok=True)
+        linux.mount(f"/proc/self/fd/{fd}", p, None, _MS_BIND | _MS_REC)
+        os.close(fd)
+    linux.read_only("/", recursive=True)                            # no writes into the venv, ~, ...
+    linux.read_only("/tmp", recursive=False, on=False)              # ...except its own /tmp
+    alive_r, alive_w = os.pipe()
+    pid = os.fork()
+    if pid:                                                         # A: wait, then end as B ended
+        os.close(alive_r)
+        os.close(cmd_fd)
+        os.close(rep_fd)
+        status = os.waitpid(pid, 0)[1]
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    # B: PID 1 of the new namespace; it dies with A (and everything in the namespace dies with it)
+    os.close(alive_w)
+    linux.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if select.select([alive_r], [], [], 0)[0]:                      # A died before the line above
+        os._exit(1)
+    os.close(alive_r)
+    proc_note = ""
+    try:
+        linux.mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+        proc_self = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:                                                 # e.g. a container masks parts of /proc
+        proc_self = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        linux.mount("tmpfs", "/proc", "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY, "size=4k")
+        proc_note = "; no /proc at all (the kernel refused a fresh one)"
+    linux.unshare(_NEWUSER | _NEWNS)                                # every inherited mount now locked
+    _map_ids(uid, gid, proc_self)
+    os.close(proc_self)
+    linux.prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    os.setsid()             # its own process group: kill(0, ...) reaches nothing outside the namespace
+    os.makedirs(WORK_DIR, exist_ok=True)
+    os.chdir(WORK_DIR)
+    path = os.path.join(WORK_DIR, init["name"])
+    with open(path, "wb") as f:
+        f.write(init["source"])
+    env = dict(init["env"], HOME=WORK_DIR, TMPDIR="/tmp")
+    os.set_inheritable(cmd_fd, True)
+    os.set_inheritable(rep_fd, True)
+    argv = sys.orig_argv
+    code = argv[argv.index("-c") + 1]
+    os.execve(sys.executable, [sys.executable, "-E", "-P", "-B", "-u", "-c", code,
+                               str(cmd_fd), str(rep_fd), path, init["module"], INSIDE + proc_note], env)
+
+
+def _child_main(argv: list[str]) -> int:
+    cmd_fd, rep_fd = int(argv[1]), int(argv[2])
+    if len(argv) > 3:                     # started again inside the boundary: it knows only this
+        learner_file, name, isolation = argv[3:6]
+        hidden = []
+    else:                                 # the first message: marshal (built in, quick), from the worker
+        import marshal
+        init = marshal.loads(_read_exact(cmd_fd, _HEADER.unpack(_read_exact(cmd_fd, _HEADER.size, None))[1], None))
+        why = "the boundary was turned off: JUDGE_ISOLATION=best-effort"
+        if init["boundary"]:
+            try:
+                _enter_boundary(init, cmd_fd, rep_fd)     # returns only by raising
+            except OSError as e:
+                why = f"the kernel refused it: {e}"
+            except Exception as e:  # noqa: BLE001 - any failure here means: no boundary
+                why = f"{type(e).__name__}: {e}"
+        import site                     # started with -S (the boundary needs only the standard library):
+        site.main()                     # the learner's code gets its site-packages here
+        if not os.path.isdir(os.getcwd()):             # a boundary that failed half-way hid it
+            os.makedirs(WORK_DIR, exist_ok=True)
+            os.chdir(WORK_DIR)
+        learner_file = os.path.join(os.getcwd(), init["name"])
+        with open(learner_file, "wb") as f:
+            f.write(init["source"])
+        isolation, hidden, name = f"best effort on this system ({why})", init["hide"], init["module"]
+        del init
     import importlib.util
-    init = pickle.loads(_read_exact(cmd_fd, _HEADER.unpack(_read_exact(cmd_fd, _HEADER.size, None))[1], None))
-    learner_file, name = init["file"], init["module"]
-    os.chdir(os.path.dirname(learner_file))
+    import pickle
     sys.argv = [learner_file]
-    _fence(init["root"], learner_file)
+    _write_msg(rep_fd, ("isolation", isolation))          # before any learner code runs
+    _fence(hidden)
 
     def reply(obj):
         try:
-            _write_msg(reply_fd, obj)
+            _write_msg(rep_fd, obj)
         except (TypeError, pickle.PicklingError, AttributeError):
-            _write_msg(reply_fd, ("opaque", repr(obj[1])[:300]))
+            _write_msg(rep_fd, ("opaque", repr(obj[1])[:300]))
 
     def answer(value):
         try:
@@ -240,6 +435,90 @@ def _child_main(cmd_fd: int, reply_fd: int) -> int:
 
 
 # ============================================================== the worker's side
+import pickle  # noqa: E402 - the worker's side only: the learner's side imports it after the boundary
+
+_RUNNER_CODE: str | None = None
+_WORKER_SIDE = "\n# ============================================================== the worker's side\n"
+
+
+def _runner_code() -> str:
+    """The learner's side of this file, given to the learner process as -c text (no path in its argv)."""
+    global _RUNNER_CODE
+    if _RUNNER_CODE is None:
+        with open(__file__, encoding="utf-8") as f:
+            text = f.read()
+        _RUNNER_CODE = text[:text.index(_WORKER_SIDE)] + "\nsys.exit(_child_main(sys.argv))\n"
+    return _RUNNER_CODE
+
+
+def _worker_not_dumpable() -> None:
+    """Linux: from now on no process of this user without CAP_SYS_PTRACE (a learner's process
+    outside any namespace among them) may open this worker's /proc files (fd, mem, environ, cwd)
+    or ptrace it: prctl(PR_SET_DUMPABLE, 0)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)      # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        pass
+
+
+def _learner_env() -> dict:
+    """The learner process's environment, from scratch: nothing in it names the course or the venv."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "MPLBACKEND": "Agg",
+           "LANG": os.environ.get("LANG", "C.UTF-8")}
+    for k in ("LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        if k in os.environ and os.sep not in os.environ[k]:
+            env[k] = os.environ[k]
+    return env
+
+
+def _hidden_paths() -> list[str]:
+    """The folders the learner's code must not see: the course, its workspace and cache, and any
+    other checkout of the course that this Python environment installs in editable mode."""
+    import glob
+    import json
+    import site
+    from judge import config
+    paths = [config.ROOT, config.workspace_dir(), config.cache_dir()]
+    for sp in site.getsitepackages():
+        for f in glob.glob(os.path.join(sp, "*.dist-info", "direct_url.json")):
+            try:
+                with open(f, encoding="utf-8") as fh:
+                    info = json.load(fh)
+            except (OSError, ValueError):
+                continue
+            url = info.get("url", "") if isinstance(info, dict) else ""
+            if url.startswith("file://") and (info.get("dir_info") or {}).get("editable"):
+                src = url[len("file://"):]
+                if os.path.isdir(os.path.join(src, "exercises")) and os.path.isdir(os.path.join(src, "judge")):
+                    paths.append(src)
+    out: list[str] = []
+    for p in paths:
+        r = os.path.realpath(p)
+        if r != "/" and r not in out:
+            out.append(r)
+    return out
+
+
+def _keep_paths(hidden: list[str]) -> list[str]:
+    """The Python the learner's code runs on, where it lies under a hidden folder or under /tmp
+    (e.g. the course's own .venv): bound back, read-only, at the same path."""
+    import site
+    import tempfile
+    cands = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
+    user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    if user and os.path.isdir(user):
+        cands.add(user)
+    covers = hidden + ["/tmp", os.path.realpath(tempfile.gettempdir())]
+    keep = []
+    for c in sorted({os.path.realpath(c) for c in cands}):
+        if any(c == h or c.startswith(h + os.sep) for h in covers) and c not in keep:
+            keep.append(c)
+    return keep
+
 class Ended(BaseException):
     """The learner process hung or died: the check ends with this Result (HANG or CRASH).
 
@@ -335,28 +614,32 @@ class LearnerProcess:
         self._names: dict[str, bool] | None = None
         self._import_error: BaseException | None = None
         self._import_exit = None
+        self.isolation: str | None = None      # what the learner process says it runs behind
 
     # ---------------------------------------------------------------- the process
     def _start(self):
+        """Start the learner process; the first message it gets holds its file's bytes, never a path."""
         import subprocess
         from judge import config
-        copy = os.path.join(self._tmp.name, self.path.name)
-        with open(copy, "wb") as f:
-            f.write(self.path.read_bytes())
+        _worker_not_dumpable()
         cmd_r, cmd_w = os.pipe()
         rep_r, rep_w = os.pipe()
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("JUDGE_", "PYTHON")) or k == "PYTHONIOENCODING"}
-        env["PYTHONUNBUFFERED"] = "1"
-        env.setdefault("MPLBACKEND", "Agg")
+        # argv, cwd and environment say nothing of the course: the code arrives as -c text, the
+        # working directory is an empty temp folder, the environment is built from scratch
         self._proc = subprocess.Popen(
-            [sys.executable, "-E", "-P", "-B", "-u", os.path.abspath(__file__), str(cmd_r), str(rep_w)],
-            pass_fds=(cmd_r, rep_w), stdin=subprocess.DEVNULL, cwd=self._tmp.name, env=env)
+            [sys.executable, "-E", "-S", "-P", "-B", "-u", "-c", _runner_code(), str(cmd_r), str(rep_w)],
+            pass_fds=(cmd_r, rep_w), stdin=subprocess.DEVNULL, cwd=self._tmp.name,
+            env=dict(_learner_env(), HOME=self._tmp.name, TMPDIR=self._tmp.name))
         os.close(cmd_r)
         os.close(rep_w)
         self._cmd, self._rep = cmd_w, rep_r
+        name = "".join(c if c.isalnum() or c in "._-" else "_" for c in self.path.name).lstrip(".") or "file.py"
         stem = "".join(c if c.isalnum() else "_" for c in self.path.stem)
-        _write_msg(self._cmd, {"file": copy, "module": f"{stem}", "root": str(config.ROOT)})
+        import marshal
+        hidden = _hidden_paths()
+        return marshal.dumps({"source": self.path.read_bytes(), "name": name, "module": stem,
+                "boundary": config.isolation_wanted(), "hide": hidden, "keep": _keep_paths(hidden),
+                "tmp_bytes": config.LEARNER_TMP_BYTES, "env": _learner_env()})
 
     def _exit_status(self) -> str:
         rc = self._proc.poll() if self._proc else None
@@ -376,7 +659,9 @@ class LearnerProcess:
         if self._ended is not None:
             raise Ended(self._ended)
         try:
-            if msg is not None:
+            if isinstance(msg, bytes):
+                _write_raw(self._cmd, msg)
+            elif msg is not None:
                 _write_msg(self._cmd, msg)
             deadline = time.monotonic() + self.call_limit
             magic, n = _HEADER.unpack(_read_exact(self._rep, _HEADER.size, deadline))
@@ -433,8 +718,13 @@ class LearnerProcess:
     def module(self) -> "LearnerModule":
         """Import the file (once); the proxy. Raises the learner's exception if the import failed."""
         if self._names is None and self._import_error is None:
-            self._start()
             what = f"importing your {self.label}"
+            init = self._start()
+            first = self._request(init, what)
+            if not (isinstance(first, tuple) and len(first) == 2 and first[0] == "isolation"):
+                from judge.grading.result import Result, Verdict
+                self._end(Result(Verdict.CRASH, "the process for your code did not start as it should"))
+            self.isolation = str(first[1])      # sent before any learner code ran: it cannot be forged
             answer = self._request(None, what)
             try:
                 self._names = dict(self._handle(answer, what))
@@ -445,6 +735,11 @@ class LearnerProcess:
         if self._import_error is not None:
             raise self._import_error
         return LearnerModule(self)
+
+    @property
+    def best_effort(self) -> bool:
+        """True when the kernel gave no boundary and only the process and the audit hook stood."""
+        return self.isolation is not None and self.isolation.startswith("best effort")
 
     def call(self, fn: str, args, kwargs):
         what = _call_text(fn, args, kwargs)
@@ -502,6 +797,3 @@ class LearnerModule:
     def __repr__(self):
         return f"<your {self._proc.label}, running in its own process>"
 
-
-if __name__ == "__main__":
-    sys.exit(_child_main(int(sys.argv[1]), int(sys.argv[2])))

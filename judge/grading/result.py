@@ -44,6 +44,7 @@ class Result:
     checked: list[str] = field(default_factory=list)     # what was checked (shown on SKIP too)
     measurements: dict = field(default_factory=dict)     # figures (times, fractions of ceilings)
     figures: list[str] = field(default_factory=list)     # PNG paths
+    source: str = ""        # where the verdict came from: "H200 timed", "CPU model only", "simulated for sm_100a"
     exercise: str = ""
     file: str = ""
 
@@ -53,7 +54,8 @@ class Result:
 
     def headline(self) -> str:
         tier = f" ({self.tier})" if self.tier else ""
-        return f"{self.verdict}{tier}: {self.message}" if self.message else f"{self.verdict}{tier}"
+        src = f" [{self.source}]" if self.source else ""
+        return f"{self.verdict}{tier}{src}: {self.message}" if self.message else f"{self.verdict}{tier}{src}"
 
     def __str__(self):
         lines = [f"[{self.exercise}] {self.headline()}"]
@@ -66,6 +68,7 @@ class Result:
     def _repr_html_(self):
         color = {"PASS": "#1a7f37", "SKIP": "#6e7781"}.get(self.verdict.value, "#cf222e")
         tier = f" &middot; {self.tier}" if self.tier else ""
+        tier += f" &middot; {html.escape(self.source)}" if self.source else ""
         rows = "".join(f"<li>{html.escape(d)}</li>" for d in self.details)
         chk = ("<div style='color:#57606a'>checked: " + html.escape("; ".join(self.checked))
                + "</div>") if self.checked else ""
@@ -90,6 +93,7 @@ class Result:
     def from_json(cls, text: str) -> Result:
         d = json.loads(text)
         d["verdict"] = Verdict(d["verdict"])
+        d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}   # a record from another version
         return cls(**d)
 
 

@@ -83,7 +83,7 @@ def _entry_ok(v) -> bool:
     if "hints_seen" in v and (not isinstance(v["hints_seen"], int) or isinstance(v["hints_seen"], bool)
                               or v["hints_seen"] < 0):
         return False
-    return all(isinstance(v.get(k, ""), str) for k in ("verdict", "last", "when")) \
+    return all(isinstance(v.get(k, ""), str) for k in ("verdict", "last", "when", "source")) \
         and isinstance(v.get("tier"), (str, type(None)))
 
 
@@ -127,11 +127,12 @@ def load_progress(warn=print) -> dict:
     return data
 
 
-def record_progress(ex_id: str, *, status: str, verdict: str = "", tier: str | None = None) -> None:
+def record_progress(ex_id: str, *, status: str, verdict: str = "", tier: str | None = None,
+                    source: str = "") -> None:
     data = load_progress()
     entry = data.get(ex_id, {})
     if STATUS_RANK.get(status, 0) >= STATUS_RANK.get(entry.get("status", "started"), 0) or status == "passed":
-        entry.update(status=status, verdict=verdict, tier=tier)
+        entry.update(status=status, verdict=verdict, tier=tier, source=source)
     entry["last"] = verdict or status
     entry["when"] = time.strftime("%Y-%m-%d %H:%M")
     data[ex_id] = entry

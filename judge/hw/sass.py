@@ -147,6 +147,8 @@ def parse_ptxas_log(log: str) -> dict[str, dict[str, int]]:
 
 # ------------------------------------------------------------------ rules the SASS can prove broken
 _ADDR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+_LINE = re.compile(r"^\s*(?:(\.L\w+):|/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;)")
+_PRED = re.compile(r"^@!?U?P\w+\s+")
 
 
 def instructions(sass: str) -> list[tuple[int, str]]:
@@ -154,38 +156,96 @@ def instructions(sass: str) -> list[tuple[int, str]]:
     return [(int(a, 16), t) for a, t in _ADDR.findall(sass)]
 
 
-def rule_violations(sass: str) -> list[str]:
-    """Hardware rules whose omission the SASS of one kernel shows, each named (empty: none seen).
+def control_flow(sass: str) -> tuple[list[tuple[int, str]], list[list[int]]]:
+    """The instructions of one kernel and, for each, the indices of the instructions that may run next.
 
-    - TMA store after ordinary shared-memory stores with no async-proxy fence between them: the threads'
-      STS writes are in the generic proxy, the bulk store reads through the async proxy, and only
-      `fence.proxy.async.shared::cta` (FENCE.VIEW.ASYNC.S) in each writing thread, before the barrier,
-      makes them visible to it (PTX ISA, "Memory consistency model: proxies"). Without it the store may
-      write stale bytes; on an H200 it usually does not, which is why the judge reads the SASS.
-    - A block that exits after a TMA store with no wait on the bulk group (`cp.async.bulk.wait_group.read`,
-      a DEPBAR on SB0 after the store): the store may still be reading shared memory that the exiting
-      block gives back (PTX ISA, cp.async.bulk.wait_group).
-    These are read in address order, which is program order for straight-line code; judge.model checks
-    the same rules exactly, by running the kernel.
+    A predicated BRA (some threads take it, some do not) and BRA.U.ANY have two successors; an
+    unpredicated BRA one; an unpredicated EXIT none; a predicated EXIT falls through for the threads
+    that stay. Thread identity is not known here: a path may combine branches no single thread takes."""
+    ins, label_at, pending = [], {}, []
+    for line in sass.splitlines():
+        m = _LINE.match(line)
+        if not m:
+            continue
+        if m.group(1):
+            pending.append(m.group(1))
+            continue
+        for lab in pending:
+            label_at[lab] = len(ins)
+        pending = []
+        ins.append((int(m.group(2), 16), m.group(3)))
+    succ: list[list[int]] = []
+    for i, (_, t) in enumerate(ins):
+        pred = bool(_PRED.match(t))
+        op = _PRED.sub("", t)
+        nxt = [i + 1] if i + 1 < len(ins) else []
+        if op.startswith("EXIT"):
+            succ.append(nxt if pred else [])
+        elif op.startswith("BRA"):
+            m = re.search(r"`\((\.L\w+)\)", op)
+            tgt = [label_at[m.group(1)]] if m and m.group(1) in label_at else []
+            succ.append(tgt + nxt if pred or ".ANY" in op.split()[0] or not tgt else tgt)
+        else:
+            succ.append(nxt)
+    return ins, succ
+
+
+def _reach(succ, start: int, stop=lambda i: False) -> set[int]:
+    """Instructions reachable from `start` (excluded) on paths that do not pass an instruction `stop`."""
+    seen, todo = set(), list(succ[start])
+    while todo:
+        i = todo.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        if not stop(i):
+            todo.extend(succ[i])
+    return seen
+
+
+def rule_violations(sass: str) -> list[str]:
+    """Hardware rules whose omission the SASS of one kernel proves, each named (empty: none proven).
+
+    - TMA store after ordinary shared-memory stores with no async-proxy fence on any path between them:
+      the threads' STS writes are in the generic proxy, the bulk store reads through the async proxy, and
+      only `fence.proxy.async.shared::cta` (FENCE.VIEW.ASYNC.S) in each writing thread, before the
+      barrier, makes them visible to it (PTX ISA 9.7.12.15 membar/fence, "proxy fence"; memory
+      consistency model: proxies).
+    - A TMA store from which no wait on its bulk group (`cp.async.bulk.wait_group.read`, DEPBAR.LE SB0)
+      can be reached before an exit: the store may still read shared memory that the exiting block gives
+      back (PTX ISA 9.7.9.25.4.3, cp.async.bulk.wait_group).
+    The SASS cannot see which thread runs which path, so only a rule broken on EVERY path is reported:
+    a kernel where the issuing thread waits in an `if` block of its own, after other code (as CUTLASS
+    does), is not rejected here. judge.model checks both rules exactly, thread by thread, by running the
+    kernel; judge.grading.cuda_flow uses these only where the model could not run it.
     """
-    ins = instructions(sass)
+    ins, succ = control_flow(sass)
     out = []
-    stores = [i for i, (_, t) in enumerate(ins) if re.match(r"(@!?U?P\w+\s+)?UTMASTG\b", t)]
+    stores = [i for i, (_, t) in enumerate(ins) if re.match(r"UTMASTG\b", _PRED.sub("", t))]
     if not stores:
         return out
-    first = stores[0]
-    sts = [i for i in range(first) if re.match(r"(@!?P\w+\s+)?STS(?:\.|\s|$)", ins[i][1])]
-    if sts and not any("FENCE.VIEW.ASYNC" in ins[i][1] for i in range(sts[-1] + 1, first)):
-        out.append("proxy fence: threads wrote shared memory with ordinary stores (STS at "
-                   f"/*{ins[sts[-1]][0]:04x}*/) and a TMA store (UTMASTG at /*{ins[first][0]:04x}*/) then "
-                   "reads it with no fence.proxy.async.shared::cta (FENCE.VIEW.ASYNC) between them: each "
-                   "writing thread must run the fence before the barrier that precedes the store")
-    for s in stores:
-        nxt = next((i for i in range(s + 1, len(ins)) if re.match(r"(@!?P\w+\s+)?EXIT\b", ins[i][1])), None)
-        if nxt is not None and not any(re.match(r"DEPBAR\.LE\s+SB0", ins[i][1]) for i in range(s + 1, nxt)):
-            out.append(f"store before exit: the block can exit (EXIT at /*{ins[nxt][0]:04x}*/) while its TMA "
-                       f"store (UTMASTG at /*{ins[s][0]:04x}*/) may still be reading shared memory: commit "
-                       "the store and wait for it (cp.async.bulk.commit_group; cp.async.bulk.wait_group.read 0) "
-                       "before the block ends")
+    is_fence = {i for i, (_, t) in enumerate(ins) if "FENCE.VIEW.ASYNC" in t}
+    is_wait = {i for i, (_, t) in enumerate(ins) if re.match(r"DEPBAR\.LE\s+SB0", _PRED.sub("", t))}
+    is_exit = {i for i, (_, t) in enumerate(ins) if t.startswith("EXIT")}
+    sts = [i for i, (_, t) in enumerate(ins) if re.match(r"STS(?:\.|\s|$)", _PRED.sub("", t))]
+    for s_i in sts:
+        reach = _reach(succ, s_i)
+        hit = [u for u in stores if u in reach]
+        if hit and not any(f in reach and hit[0] in _reach(succ, f) for f in is_fence):
+            out.append("proxy fence: threads write shared memory with ordinary stores (STS at "
+                       f"/*{ins[s_i][0]:04x}*/) and a TMA store (UTMASTG at /*{ins[hit[0]][0]:04x}*/) then "
+                       "reads it with no fence.proxy.async.shared::cta (FENCE.VIEW.ASYNC) on any path between "
+                       "them: each writing thread must run the fence before the barrier that precedes the store "
+                       "(PTX ISA, memory consistency model: proxies)")
+            break
+    for u in stores:
+        reach = _reach(succ, u, stop=lambda i: i in is_wait)
+        if not any(w in reach for w in is_wait) and any(x in reach for x in is_exit):
+            x = min(i for i in reach if i in is_exit)
+            out.append(f"store before exit: no path from the TMA store (UTMASTG at /*{ins[u][0]:04x}*/) waits "
+                       f"for it to finish reading shared memory before the block exits (EXIT at "
+                       f"/*{ins[x][0]:04x}*/): commit the store and wait for it (cp.async.bulk.commit_group; "
+                       "cp.async.bulk.wait_group.read 0) in the thread that issued it, before the block ends "
+                       "(PTX ISA, cp.async.bulk.wait_group)")
             break
     return out

@@ -1,4 +1,8 @@
-"""A model of Blackwell tensor memory and the tcgen05 issue protocol, for checking without a B200.
+"""Blackwell tensor memory and the tcgen05 protocol as a list of steps: for teaching and for drawing.
+
+Kernels are not judged here: their verdicts come from running their own PTX on the CPU model
+(judge.model.ops.tcgen05). This module replays protocol steps written by hand (or taken from such a run)
+to show each rule on its own and to draw the schedule of the tensor core and the epilogue.
 
     from judge.hw import tmem
     sim = tmem.Simulator()
@@ -13,8 +17,9 @@
     sim.exit()                                    # leaks and loose ends are errors here
     fig = timeline.draw({"tcgen05 tile": sim.schedule()}, S=1, **tmem.TIMELINE_ROWS)
 
-Or replay a list of steps: tmem.replay([("alloc", 0, 128), ("mma", 0, 0, 128), ...]); or read them
-from a kernel's PTX: tmem.replay(tmem.protocol_from_ptx(build.ptx, "kernel")).
+Or replay a list of steps: tmem.replay([("alloc", 0, 128), ("mma", 0, 0, 128), ...]); or take them
+from a run of the kernel's own PTX on the CPU model (where the rules are enforced thread by thread,
+judge.model.ops.tcgen05): tmem.replay(tmem.protocol_from_run(tmem.run_tile(build, "kernel"))).
 Try it: python -m judge.hw.tmem
 
 The rules it enforces (each error names its rule and the step that broke it):
@@ -38,7 +43,6 @@ issue order. A barrier (__syncthreads) is the step ("sync",).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 LANES = 128
@@ -364,220 +368,82 @@ def _drain(t, n_acc, ncols, warps, chunk):
 
 
 
-# ---------------------------------------------------------------------------------- from PTX
-class Untraceable(ValueError):
-    """A value the PTX tracer cannot follow (an instruction it does not model)."""
+# ---------------------------------------------------------------------------------- from the model
+def run_tile(build, kernel: str, *, M: int = 128, N: int = 128, K: int = 64, seed: int = 0,
+             threads: int = 128):
+    """Run a GEMM tile kernel `kernel(A, B, C, M, N, K)` (A, B bf16 bits, row-major, C float32) of
+    `build` on the CPU model (judge.model, tensor memory and tcgen05 in judge.model.ops.tcgen05), with
+    random normal inputs, and check C against float64. Returns the model's Report; raises
+    judge.model.Violation / Hang for a broken rule, AssertionError when C is wrong. One CTA per
+    128 x 128 tile, grid (N / 128, M / 128)."""
+    import numpy as np
+    from judge import model
+    rng = np.random.default_rng(seed)
+
+    def bf16(x):
+        u = x.astype(np.float32).view(np.uint32)
+        return ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
+    a, b = bf16(rng.standard_normal((M, K))), bf16(rng.standard_normal((N, K)))
+    c = np.full((M, N), np.nan, np.float32)
+    rep = model.run(build, kernel, grid=(N // 128, M // 128, 1), block=(threads, 1, 1),
+                    args=(a, b, c, np.int32(M), np.int32(N), np.int32(K)))
+    f64 = (lambda x: (x.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64))
+    ref = f64(a) @ f64(b).T
+    err = float(np.max(np.abs(c - ref))) if not np.isnan(c).any() else float("nan")
+    if not err <= 32 * np.sqrt(K) * 2.0 ** -24 * K:
+        raise AssertionError(f"{kernel}: C differs from the float64 product by {err} on the CPU model")
+    return rep
 
 
-_INSN = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.:]*)\s*(.*?);?\s*$")
-_SPECIAL = {"%tid.y": 0, "%tid.z": 0, "%ctaid.x": 0, "%ctaid.y": 0, "%ctaid.z": 0}
-
-
-def _kernel_body(ptx: str, kernel: str) -> list[str]:
-    m = re.search(r"\.entry\s+" + re.escape(kernel) + r"\s*\(", ptx)
-    if not m:
-        raise KeyError(f"no kernel {kernel!r} in the PTX (declare it extern \"C\")")
-    body, depth, started = [], 0, False
-    for line in ptx[m.end():].splitlines():
-        code = line.split("//")[0].strip()
-        depth += code.count("{") - code.count("}")
-        if "{" in code:
-            started = True
-        if code:
-            body.append(code)
-        if started and depth == 0:
-            break
-    return body
-
-
-class _Tracer:
-    """Evaluates a register at one PTX line for one thread: the latest definition above the use
-    (loop-carried updates are ignored: the first trip), %tid.x = the thread, shared and parameter
-    loads = 0 (the TMEM base address is taken as lane 0, column 0)."""
-
-    def __init__(self, lines: list[str], threads: int):
-        self.lines, self.threads = lines, threads
-        self.defs: dict[str, list[int]] = {}
-        for i, l in enumerate(lines):
-            m = _INSN.match(l)
-            if m and not m.group(1).startswith(("st.", "tcgen05.", "mbarrier.", "bar", "bra", "@")):
-                dst = m.group(2).split(",")[0].strip()
-                if dst.startswith("%"):
-                    self.defs.setdefault(dst, []).append(i)
-
-    def value(self, operand: str, at: int, tid: int, depth: int = 0) -> int:
-        operand = operand.strip()
-        if depth > 60:
-            raise Untraceable(f"{operand}: too deep")
-        if re.fullmatch(r"-?(0[xX][0-9a-fA-F]+|\d+)", operand):
-            return int(operand, 0) & 0xFFFFFFFFFFFFFFFF
-        if operand in ("%tid.x",):
-            return tid
-        if operand == "%ntid.x":
-            return self.threads
-        if operand == "%laneid":
-            return tid % 32
-        if operand in _SPECIAL:
-            return _SPECIAL[operand]
-        if not operand.startswith("%"):
-            return 0                                    # a symbol (shared variable address)
-        before = [i for i in self.defs.get(operand, []) if i < at]
-        if not before:
-            raise Untraceable(f"{operand} has no definition above line {at}")
-        if len(before) > 1:                 # branches (or a rotated loop) merge several values here
-            raise Untraceable(f"{operand} is defined {len(before)} times above line {at} "
-                              f"(lines {', '.join(map(str, before))}): which one reaches it depends on branches")
-        i = before[-1]
-        op, args = _INSN.match(self.lines[i]).groups()
-        ops = [a.strip() for a in args.split(",")][1:]
-        v = lambda k: self.value(ops[k], i, tid, depth + 1)  # noqa: E731
-        base = op.split(".")[0]
-        if base in ("ld", "ldu") or op.startswith("cvta"):
-            return 0 if base in ("ld", "ldu") else v(0)
-        if base in ("mov", "cvt"):
-            return v(0)
-        table = {"add": lambda: v(0) + v(1), "sub": lambda: v(0) - v(1), "shl": lambda: v(0) << v(1),
-                 "shr": lambda: v(0) >> v(1), "and": lambda: v(0) & v(1), "or": lambda: v(0) | v(1),
-                 "xor": lambda: v(0) ^ v(1), "mul": lambda: v(0) * v(1), "mad": lambda: v(0) * v(1) + v(2),
-                 "div": lambda: v(0) // v(1), "rem": lambda: v(0) % v(1), "min": lambda: min(v(0), v(1)),
-                 "max": lambda: max(v(0), v(1))}
-        if base in table:
-            return table[base]() & 0xFFFFFFFFFFFFFFFF
-        if base == "not":
-            return ~v(0) & 0xFFFFFFFFFFFFFFFF
-        if base == "neg":
-            return -v(0) & 0xFFFFFFFFFFFFFFFF
-        if base == "selp":                               # selp d, a, b, p: p ? a : b
-            return v(0) if v(2) else v(1)
-        if base == "setp":                               # setp.cmp.type p, a, b
-            cmp = op.split(".")[1]
-            bits = int(re.sub(r"\D", "", op.split(".")[-1]) or 32)
-            def signed(x):
-                x &= (1 << bits) - 1
-                return x - (1 << bits) if op.split(".")[-1].startswith("s") and x >> (bits - 1) else x
-            a, b = signed(v(0)), signed(v(1))
-            tests = {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b,
-                     "lo": a < b, "ls": a <= b, "hi": a > b, "hs": a >= b}
-            if cmp in tests:
-                return int(tests[cmp])
-        raise Untraceable(f"line {i}: {self.lines[i]!r} ({op} is not modelled)")
-
-
-def protocol_from_ptx(ptx: str, kernel: str, *, threads: int = 128, notes: list | None = None) -> list[tuple]:
-    """The tcgen05 protocol of a kernel, read from its PTX in textual order, as replay() steps.
-
-    Each tcgen05.alloc / relinquish / mma / commit / dealloc is one step of warp 0 (the column
-    counts and the MMA's N are traced from their operands); each mbarrier wait is a wait of
-    every warp, with the parity of its turn (parity is not what this checks); each tcgen05.ld is one
-    step per warp, with the lane traced from the address that warp's first thread computes. Loops
-    count once, so the steps are the first trip through the kernel; ends with ("sync",) and ("exit",).
-
-    A value the tracer cannot follow (an instruction it does not model, or a register that several
-    branches define) raises Untraceable; with a `notes` list, a tcgen05.ld lane it cannot follow is
-    instead taken to be the warp's own quarter, and a note saying so is appended to `notes`.
-    """
-    lines = _kernel_body(ptx, kernel)
-    tr = _Tracer(lines, threads)
-    warps = max(1, threads // 32)
+def protocol_from_run(report, *, warps: int = 4, block: int = 0) -> list[tuple]:
+    """The tensor-memory protocol of block `block` as the CPU model ran it (report.timeline), as
+    replay() steps: alloc, relinquish, mbarrier init, mma, commit, a wait of every warp when a commit's
+    arrival completes (every thread of the course's tiles waits on it), __syncthreads, tcgen05.ld of
+    each warp, dealloc, exit. Columns are given relative to where the Simulator allocates (the model
+    draws the allocation's place at random, as another CTA may hold the first columns)."""
     steps: list[tuple] = []
-    n_wait: dict[str, int] = {}
-    alloc_cols = None
-    for i, l in enumerate(lines):
-        m = _INSN.match(l)
-        if not m:
+    shift: dict[int, int] = {}                    # model base column -> Simulator base column
+    sim_allocs: dict[int, int] = {}
+    waits: dict[tuple, int] = {}
+
+    def col(c):
+        for base, to in shift.items():
+            if base <= c < base + sim_allocs.get(to, 0):
+                return c - base + to
+        return c
+    for e in report.timeline:
+        k = e["kind"]
+        if e.get("block", block) != block:
             continue
-        op, args = m.groups()
-        ops = [a.strip().strip("[]{} ") for a in re.split(r",(?![^{]*\})", args)]
-        if op.startswith("tcgen05.alloc"):
-            alloc_cols = tr.value(ops[1], i, 0)
-            steps.append(("alloc", 0, alloc_cols))
-        elif op.startswith("tcgen05.relinquish_alloc_permit"):
-            steps.append(("relinquish", 0))
-        elif op.startswith("tcgen05.mma"):
-            col = _or_note(lambda: tr.value(ops[0], i, 0) & 0xFFFF, 0, notes,
-                           "the accumulator column of a tcgen05.mma was not followed ({}); taken as column 0")
-            try:
-                n = ((tr.value(ops[3], i, 0) >> 17) & 0x3F) << 3
-            except Untraceable:
-                n = alloc_cols or 32
-            steps.append(("mma", 0, col, n))
-        elif op.startswith("tcgen05.commit"):
-            steps.append(("commit", 0, ops[0]))
-        elif op.startswith("mbarrier.try_wait") or op.startswith("mbarrier.test_wait"):
-            bar = ops[1]
-            bar = re.sub(r"\s+", "", bar)
+        if k == "tcgen05.alloc":
+            n = e["columns"]
+            to = next(b for b in range(0, COLUMNS, n)
+                      if all(x + m <= b or b + n <= x for x, m in sim_allocs.items()))
+            sim_allocs[to] = n
+            shift[e["base"]] = to
+            steps.append(("alloc", e["warp"], n))
+        elif k == "tcgen05.relinquish":
+            steps.append(("relinquish", e["warp"]))
+        elif k == "mbarrier.init":
+            steps.append(("init", e["mbarrier"], e["count"]))
+        elif k == "tcgen05.mma":
+            steps.append(("mma", e["warp"], col(e["col"]), e["n"]))
+        elif k == "tcgen05.commit":
+            steps.append(("commit", e["warp"], e["mbarrier"]))
+        elif k == "tcgen05.complete":
             for w in range(warps):
-                k = n_wait.get((w, bar), 0)
-                n_wait[(w, bar)] = k + 1
-                steps.append(("wait", w, bar, k % 2))
-        elif op.startswith("tcgen05.ld"):
-            shape = re.search(r"\.(\d+)x(\d+)b\.x(\d+)", op)
-            reps = int(shape.group(3)) if shape else 1
-            addr = ops[-1]
-            for w in range(warps):
-                try:
-                    a = tr.value(addr, i, 32 * w)
-                except Untraceable as e:
-                    if notes is None:
-                        raise
-                    a = ((32 * (w % 4)) << 16)
-                    note = f"the TMEM address of a tcgen05.ld was not followed ({e}); its lane quarter is unchecked"
-                    if note not in notes:
-                        notes.append(note)
-                steps.append(("ld", w, (a >> 16) & 0xFFFF, a & 0xFFFF, reps))
-        elif op.startswith("tcgen05.st"):
-            shape = re.search(r"\.x(\d+)", op)
-            for w in range(warps):
-                a = tr.value(ops[0], i, 32 * w)
-                steps.append(("st", w, (a >> 16) & 0xFFFF, a & 0xFFFF, int(shape.group(1)) if shape else 1))
-        elif op.startswith("tcgen05.dealloc"):
+                n = waits.get((w, e["mbarrier"]), 0)
+                waits[(w, e["mbarrier"])] = n + 1
+                steps.append(("wait", w, e["mbarrier"], n % 2))
+        elif k == "barrier":
             steps.append(("sync",))
-            col = _or_note(lambda: tr.value(ops[0], i, 0) & 0xFFFF, 0, notes,
-                           "the column a tcgen05.dealloc frees was not followed ({}); taken as column 0")
-            steps.append(("dealloc", 0, col, tr.value(ops[1], i, 0)))
-    # the commit's barrier operand is a register holding the barrier's address: name it by symbol
+        elif k == "tcgen05.ld":
+            steps.append(("ld", e["warp"], e["lane"], col(e["col"]), e["ncols"]))
+        elif k == "tcgen05.dealloc":
+            steps.append(("dealloc", e["warp"], col(e["base"]), e["columns"]))
+            sim_allocs.pop(shift.pop(e["base"], -1), None)
     steps.append(("exit",))
-    return _name_barriers(steps, tr, lines)
-
-
-def _or_note(fn, default, notes, text):
-    """fn(), or (with a notes list) `default` and a note saying what was assumed."""
-    try:
-        return fn()
-    except Untraceable as e:
-        if notes is None:
-            raise
-        notes.append(text.format(e))
-        return default
-
-
-def _name_barriers(steps, tr, lines):
-    """Commit and wait name their barrier through different registers: resolve both to the symbol."""
-    def symbol(reg):
-        if not reg.startswith("%"):
-            return reg
-        for i in reversed(tr.defs.get(reg, [])):
-            m = _INSN.match(lines[i])
-            src = m.group(2).split(",")[-1].strip()
-            if m.group(1).startswith("mov") and not src.startswith("%"):
-                return src
-            if src.startswith("%"):
-                return symbol(src)
-        return reg
-    def pretty(reg):                        # _ZZ12tcgen05_gemmE8mma_done -> mma_done
-        sym = symbol(reg)
-        m = re.match(r"^_ZZ\d+\w*?E(\d+)(\w+)$", sym)
-        return m.group(2)[:int(m.group(1))] if m else sym
-
-    out = []
-    for st in steps:
-        if st[0] == "commit":
-            out.append(("commit", st[1], pretty(st[2])))
-        elif st[0] == "wait":
-            out.append(("wait", st[1], pretty(st[2]), st[3]))
-        else:
-            out.append(st)
-    return out
+    return steps
 
 
 if __name__ == "__main__":

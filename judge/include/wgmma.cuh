@@ -41,9 +41,11 @@ __device__ __forceinline__ unsigned long long desc_kmajor(const void* tile) {
 }
 
 // ---------------------------------------------------------------------------------- ordering
-// RULE: wgmma reads its accumulator registers asynchronously. wgmma.fence orders every earlier
-// register write (zeroing the accumulators, an epilogue that read them) and shared-memory access
-// of this warpgroup before the next wgmma. Needed before the first wgmma of a batch.
+// RULE (PTX ISA, wgmma.fence): wgmma reads its accumulator and A-fragment registers asynchronously.
+// wgmma.fence orders this warpgroup's earlier accesses to those registers (zeroing the accumulators,
+// an epilogue that read them) before the next wgmma; it orders registers only. Shared-memory tiles
+// written by ordinary stores need fence.proxy.async (the async proxy) before a wgmma reads them;
+// tiles written by TMA are already in the async proxy. Needed before the first wgmma of a batch.
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 
 // Close the batch of wgmma issued since the last commit into one group.
@@ -57,9 +59,11 @@ __device__ __forceinline__ void wait() { asm volatile("wgmma.wait_group.sync.ali
 // ---------------------------------------------------------------------------------- registers
 // setmaxnreg moves registers between the warpgroups of a block at run time: a producer that only
 // issues TMA copies gives most of its registers back, consumers holding 64xN fp32 accumulators
-// take them. RULES: every thread of the warpgroup executes it (.sync.aligned); the count is a
-// multiple of 8 in 24..256; ptxas honours it only when the kernel promises one block per SM,
-// __launch_bounds__(threads, 1), else it drops it with info C7508 "setmaxnreg ignored".
+// take them. RULES (PTX ISA, setmaxnreg): every thread of the warpgroup executes it (.sync.aligned);
+// the count is a multiple of 8 in 24..256; .dec returns registers to a pool of the CTA and .inc takes
+// them from that pool, so registers move between the warpgroups of one block, never between blocks.
+// ptxas honours it only when it knows the register count each warp starts with, else it drops it with
+// info C7508 "setmaxnreg ignored"; the course's kernels fix that count with __launch_bounds__(threads, 1).
 template <int REGS>
 __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(REGS)); }
 template <int REGS>

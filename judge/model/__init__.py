@@ -89,7 +89,17 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    being read until the covering wait, and the wait is one warpgroup-wide event.
 10. Clusters: all blocks of a cluster run together (__cluster_dims__ / .reqnctapercluster decides the
    shape); barrier.cluster.arrive/wait, mapa, ld/st.shared::cluster (DSMEM), multicast TMA with
-   ctaMask (each destination block's mbarrier receives its bytes).
+   ctaMask (each destination block's mbarrier receives its bytes). PTX ISA, barrier.cluster: only
+   the default (.release) arrive orders the arriving thread's memory accesses before the waiters'
+   (.acquire) later ones; an arrive.relaxed counts but orders nothing. Writes (st/atom/red) into
+   another block's shared memory are counted ("dsmem.peer"): the feature carrying the data.
+10b. tcgen05 and tensor memory (sm_100a; judge/model/ops/tcgen05.py, state in judge.model.tensor_memory):
+   128 lanes x 512 columns per CTA; alloc/dealloc/relinquish by whole warps, mma and commit per thread,
+   an MMA's result landing at its commit's mbarrier arrival (as late as allowed), ld/st in the warp's
+   lane quarter with warp-uniform addresses, registers usable after tcgen05.wait::ld, fences around
+   barriers, leaks at exit. Values read with tcgen05.ld are marked, and global stores of marked values
+   are counted ("gstore.from.tcgen05.ld.bytes" of "gstore.bytes"). cta_group::2 and the block-scaled
+   kinds are Unsupported.
 11. HANG: the moment every live thread is blocked (bar.sync that cannot complete, an mbarrier phase
    that can never complete, a cluster barrier), Hang carries the wait-for graph: who waits on
    which barrier / mbarrier and parity, how many arrivals and tx bytes are missing. A kernel that
@@ -98,8 +108,16 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    Clusters run one after another, so a kernel with global atomics or volatile/acquire loads that
    runs past the budget with more than one cluster may be waiting for another block: Unsupported.
 12. Anything else the model does not know (im2col TMA, wgmma with A in registers or other types,
-   barrier reductions, calls, textures, ...) raises Unsupported naming the PTX instruction: never
-   a verdict.
+   barrier reductions, calls other than __assertfail, textures, ...) raises Unsupported naming the
+   PTX instruction: never a verdict.
+13. A machine no kernel can tell from an H200: %nsmid reads `sms` (132), %smid the SM the block
+   would get in the launch's first wave, %nctaid / %nclusterid / %clusterid / %cluster_* those of
+   the real grid. `max_blocks` runs a random sample of whole clusters of a larger grid
+   (report.ctaids, report.blocks_total say which ran).
+14. setmaxnreg (ops/setmaxnreg.py): warpgroup-aligned, every warp of the warpgroup executes it
+   (else Hang, as on an H200); .inc draws on the CTA's pool of entry registers x threads.
+15. A failed device-side assert (call __assertfail) and trap: Violation "trap" (CRASH in the
+   grading flow), quoting the condition. cvt to tf32 (.rna/.rn/.rz) rounds exactly on the bits.
 
 Scheduling: the runnable threads at the lowest PC go first. That exposes most orderings a race
 needs, but not all of them: the rules above are checked against the happens-before order (vector
@@ -157,6 +175,8 @@ class Report:
     violations: list = field(default_factory=list)
     steps: int = 0
     seconds: float = 0.0
+    ctaids: list = field(default_factory=list)   # (x, y, z) of every block that ran
+    blocks_total: int = 0                        # blocks in the launch's grid (more than ran: a sample)
 
     def __str__(self):
         top = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
@@ -169,12 +189,17 @@ def _dim3(v):
 
 
 def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_bytes: int = 0,
-        cluster=(1, 1, 1), budget: int = 100_000, strict: bool = True, seed: int | None = None) -> Report:
+        cluster=(1, 1, 1), budget: int = 100_000, strict: bool = True, seed: int | None = None,
+        sms: int = 132, max_blocks: int | None = None) -> Report:
     """Run `kernel` of `build` (a judge.gpu.build.Build, or PTX text) on the CPU model.
 
     budget: instruction groups per cluster before the run counts as a hang. strict: raise the
     first Violation (False: record them all in report.violations and let poisoned bytes flow).
-    seed: the scramble order of TMA landings (random when None).
+    seed: the scramble order of TMA landings and of a sampled grid (random when None).
+    sms: what %nsmid reads and %smid is taken modulo (132: an H200). max_blocks: run at most this
+    many blocks, a random sample of whole clusters, when the grid is larger (report.ctaids says
+    which ran; the others write nothing). The grid, %nctaid, %nclusterid and every block's %ctaid
+    are the real launch's either way.
     """
     t0 = time.perf_counter()
     mod = parse(build)
@@ -195,17 +220,25 @@ def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_
         raise ValueError(f"block {block} has more than 1024 threads")
     name = Path(getattr(build, "name", "kernel.cu")).name
     rep = Report(kernel)
+    seed = seed if seed is not None else int.from_bytes(np.random.bytes(4), "little")
+    origins = [(ox, oy, oz) for oz in range(0, grid[2], cluster[2]) for oy in range(0, grid[1], cluster[1])
+               for ox in range(0, grid[0], cluster[0])]
+    per = int(np.prod(cluster))
+    rep.blocks_total = len(origins) * per
+    if max_blocks is not None and rep.blocks_total > max_blocks:
+        pick = np.random.default_rng(seed).choice(len(origins), max(1, int(max_blocks) // per), replace=False)
+        origins = [origins[i] for i in sorted(pick)]
+    regs = 0 if isinstance(build, str) else getattr(build, "resources", {}).get(kernel, {}).get("registers", 0)
     with np.errstate(all="ignore"):
         m = Machine(mod, k, grid=grid, block=block, cluster=cluster, args=tuple(args),
-                    shared_bytes=int(shared_bytes), budget=budget, strict=strict,
-                    seed=seed if seed is not None else int.from_bytes(np.random.bytes(4), "little"),
-                    source_name=name)
+                    shared_bytes=int(shared_bytes), budget=budget, strict=strict, seed=seed,
+                    source_name=name, sms=sms, entry_registers=regs)
         try:
-            for oz in range(0, grid[2], cluster[2]):
-                for oy in range(0, grid[1], cluster[1]):
-                    for ox in range(0, grid[0], cluster[0]):
-                        scheduler.run_cluster(m, (ox, oy, oz))
-                        rep.steps += m.steps
+            for o in origins:
+                scheduler.run_cluster(m, o)
+                rep.steps += m.steps
+                rep.ctaids += [(o[0] + x, o[1] + y, o[2] + z) for z in range(cluster[2])
+                               for y in range(cluster[1]) for x in range(cluster[0])]
         finally:
             rep.counts = m.counts
             rep.timeline = m.timeline

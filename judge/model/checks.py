@@ -52,7 +52,8 @@ RULES: dict[str, Rule] = {
                                  "an asynchronous write into shared memory must be ordered after every "
                                  "earlier read of those bytes by other threads, and after earlier copies "
                                  "into them completed"),
-    "async-read-overwritten": Rule("cp.async.bulk.wait_group (.read); wgmma.wait_group",
+    "async-read-overwritten": Rule("cp.async.bulk.wait_group (.read); wgmma.wait_group; 9.7.16.12.1 "
+                                   "tcgen05.commit",
                                    "shared memory that an asynchronous operation reads may not be written "
                                    "until the wait that covers the read"),
     "cp.async-visibility": Rule(f"cp.async.wait_group / cp.async.wait_all; {_MCM}",
@@ -103,6 +104,63 @@ RULES: dict[str, Rule] = {
     "tma-visibility": Rule(f"mbarrier.test_wait / mbarrier.try_wait; {_MCM}",
                            "a thread sees a TMA load's bytes only after observing the completion of its "
                            "mbarrier phase (or synchronizing with a thread that did)"),
+    # tensor memory and tcgen05 (judge/model/ops/tcgen05.py); sections of the TensorCore 5th Generation chapter
+    "tcgen05-aligned": Rule("9.7.16.7.1 tcgen05.alloc/dealloc/relinquish_alloc_permit, 9.7.16.8.3 tcgen05.ld "
+                            "(.sync.aligned)",
+                            "every thread of the warp executes the instruction together; a thread left out, or "
+                            "exited, is undefined behaviour"),
+    "tcgen05-alloc-size": Rule("9.7.16.7.1 tcgen05.alloc",
+                               "nCols is a power of two within [32, 512]"),
+    "tcgen05-alloc-grows": Rule("9.7.16.7.1 tcgen05.alloc",
+                                "the number of columns allocated should not increase between two allocations "
+                                "in the execution order within the CTA"),
+    "tcgen05-relinquished": Rule("9.7.16.7.1 tcgen05.relinquish_alloc_permit",
+                                 "a CTA may not perform tcgen05.alloc after any of its threads executed "
+                                 "tcgen05.relinquish_alloc_permit"),
+    "tcgen05-dealloc": Rule("9.7.16.7.1 tcgen05.dealloc",
+                            "taddr must point to a previous allocation, freed with its column count"),
+    "tcgen05-leak": Rule("9.7.16.7.1 tcgen05.alloc",
+                         "all tensor memory allocated with tcgen05.alloc must be deallocated with tcgen05.dealloc "
+                         "before the kernel exits"),
+    "tcgen05-unallocated": Rule("9.7.16.7.1 tcgen05.alloc; 9.7.16.1 Tensor Memory",
+                                "tensor memory is used through the address tcgen05.alloc returned, inside the "
+                                "columns it allocated"),
+    "tcgen05-mma-address": Rule("9.7.16.10.9 tcgen05.mma (data path layout)",
+                                "an M = 128 MMA of one CTA writes D into lanes 0..127: the lane field of d-tmem is 0"),
+    "tcgen05-idesc": Rule("9.7.16.4.2 Instruction descriptor",
+                          "the A/B formats are formats of the MMA's kind; M >> 4 in bits 24-28, N >> 3 in bits "
+                          "17-22, N a multiple of 16 from 16 to 256 for M = 128"),
+    "tcgen05-descriptor": Rule("9.7.16.4.1 Shared memory descriptor",
+                               "bits 46-48 of a shared-memory matrix descriptor hold the fixed value 0b001"),
+    "tcgen05-ld-in-flight": Rule("9.7.16.12.1 tcgen05.commit; 9.7.16.6 Memory consistency model for 5th "
+                                 "generation of TensorCore operations",
+                                 "an MMA's result is known complete only through the mbarrier its tcgen05.commit "
+                                 "arrives on"),
+    "tcgen05-visibility": Rule("9.7.16.6 Memory consistency model for 5th generation of TensorCore operations",
+                               "a thread reads an MMA's result after observing the commit's mbarrier phase (or "
+                               "synchronizing with a thread that did)"),
+    "tcgen05-fence-after": Rule("9.7.16.11.1 tcgen05.fence",
+                                "tcgen05.fence::after_thread_sync orders the tcgen05 operations after a thread "
+                                "synchronization (the mbarrier wait, the barrier) with what came before it"),
+    "tcgen05-dealloc-order": Rule("9.7.16.11.1 tcgen05.fence; 9.7.16.6 Memory consistency model for 5th "
+                                  "generation of TensorCore operations",
+                                  "columns are freed after every access to them completed and is ordered "
+                                  "before the dealloc: fence::before_thread_sync, a barrier, fence::after_thread_sync"),
+    "tcgen05-lane-quarter": Rule("9.7.16.8.1 Access restrictions",
+                                 "warp w of a warpgroup accesses lanes 32*(w % 4) .. 32*(w % 4) + 31 only"),
+    "tcgen05-uniform": Rule("9.7.16.8.3 tcgen05.ld, 9.7.16.8.4 tcgen05.st",
+                            "all threads of the warp specify the same taddr, the base address of the "
+                            "collective access"),
+    "tcgen05-wait-ld": Rule("9.7.16.8.3 tcgen05.ld; tcgen05.wait",
+                            "tcgen05.ld is asynchronous: its destination registers are used only after "
+                            "tcgen05.wait::ld"),
+    "tcgen05-mma-overwrite": Rule("9.7.16.11.1 tcgen05.fence; 9.7.16.6 Memory consistency model for 5th "
+                                  "generation of TensorCore operations",
+                                  "an MMA may overwrite columns only after every tcgen05.ld of them is ordered "
+                                  "before it: fence::before_thread_sync, a synchronization, fence::after_thread_sync"),
+    "tcgen05-wait-st": Rule("9.7.16.8.4 tcgen05.st; tcgen05.wait",
+                            "tcgen05.st is asynchronous: the cells it writes are read only after the storing "
+                            "warp's tcgen05.wait::st"),
     "trap": Rule("Control Flow Instructions: trap",
                  "trap aborts the kernel (a device-side assert that failed)"),
     "wgmma-accumulator": Rule("Asynchronous Warpgroup Level Matrix Instructions: wgmma.mma_async, "
@@ -137,6 +195,9 @@ def _violation(m, rule: str, ins, message: str) -> Violation:
 
 def fail(m, rule: str, ins, message: str) -> None:
     """Record a Violation of `rule` at instruction `ins` (raised at once when the run is strict)."""
+    tc = getattr(m, "tc", None)
+    if tc is not None and tc.notes:               # what the tcgen05 model saw that explains the failure
+        message += ". Note: " + "; ".join(tc.notes)
     v = _violation(m, rule, ins, message)
     m.violations.append(v)
     m.event("violation", rule=rule, where=v.where)
@@ -308,7 +369,8 @@ def check_overwrite(m, cta, words, thr, ins, what):
                   f"{m.tdesc(thr[i])}'s {what} at {m.where(ins)} overwrites shared "
                   f"[0x{4 * int(words[i, j]):x}] while an asynchronous read of it may still run (a TMA/bulk "
                   f"store before its cp.async.bulk.wait_group.read, or a wgmma before the "
-                  f"wgmma.wait_group that covers it)")
+                  f"wgmma.wait_group that covers it, or a tcgen05.mma before its tcgen05.commit's mbarrier "
+                  f"phase was waited for)")
 
 
 def check_cross(m, cta, words, thr, ins, atomic):

@@ -135,6 +135,8 @@ def phase_completed(m, mb, ins):
 def flush_cp_async_arrivals(m, mb=None):
     """The latest legal moment: the copies behind a cp.async.mbarrier.arrive land only when someone
     needs the mbarrier's phase (or nothing else can run)."""
+    if flush_tcgen05_commits(m, mb):          # a tcgen05.commit's arrival is due as late, one at a time
+        return True
     todo = [a for a in m.cpa_arrivals if mb is None or a["mb"] is mb]
     if not todo:
         return False
@@ -197,12 +199,63 @@ def bulk_complete(m, b, ins):
             new = np.ascontiguousarray(res.astype(dt)).view(np.uint8).reshape(-1, b["eb"])
         u8[off[:, None] + np.arange(b["eb"])] = new
         m.counts["tma.store.bytes"] += int(b["inb"].sum()) * b["eb"]
+        m.counts["gstore.bytes"] += int(b["inb"].sum()) * b["eb"]
+        marked = m.mem_taint.get("shared")        # bytes that came out of tensor memory (tcgen05.ld)
+        if marked is not None:
+            m.counts["gstore.from.tcgen05.ld.bytes"] += int(
+                marked[c, b["pos"]].reshape(-1, b["eb"])[b["inb"]].sum())
     else:
         one = np.array([b["thread"]])
         a = np.zeros(m.n, np.uint64)
         a[b["thread"]] = np.uint64(b["gaddr"])
+        marked = m.mem_taint.get("shared")
+        saved, m.cur_taint = m.cur_taint, None   # the mark of these bytes is in shared memory, not a register
+        if marked is not None and marked[c, b["pos"]].any():
+            m.counts["gstore.from.tcgen05.ld.bytes"] += int(marked[c, b["pos"]].sum())
         m.gstore(a, data.reshape(1, -1), one, ins)
+        m.cur_taint = saved
     m.bulk_reading[c, b["words"]] -= 1
     b["read"] = b["done"] = True
     m.bulk.remove(b)
     m.event("bulk.read", thread=b["thread"])
+
+
+# ---------------------------------------------------------------------------- tcgen05.commit
+def flush_tcgen05_commits(m, mb=None) -> bool:
+    """Deliver the earliest tcgen05.commit still pending (on mbarrier mb, or any): its MMAs complete,
+    their results land in tensor memory, and it arrives once on its mbarrier. A thread's commits are
+    delivered in their order. False when none is pending (judge.model.ops.tcgen05 queues them)."""
+    tc = getattr(m, "tc", None)
+    if tc is None or not tc.commits:
+        return False
+    pick = next((x for x in tc.commits if mb is None or x.mb is mb), None)
+    if pick is None:
+        return False
+    for x in [x for x in tc.commits if x.thread == pick.thread]:
+        _deliver_commit(m, tc, x)
+        if x is pick:
+            break
+    return True
+
+
+def _deliver_commit(m, tc, cmt):
+    tc.commits.remove(cmt)
+    for r in cmt.ops:
+        if r.done:
+            continue
+        cm = tc.cta[r.cta]
+        cols = np.arange(r.cols.start, r.cols.stop)
+        cm.cells[r.lanes.start:r.lanes.stop, r.cols.start:r.cols.stop] = r.values
+        mine = cols[cm.col_op[cols] == r.index]
+        cm.col_op[mine] = -1
+        cm.col_done_vc[cols] = cmt.mb.col
+        cm.col_done_t[cols] = m.gtime
+        w = int(m.lt[r.thread]) // 32 + r.cta * (m.nthr_cta // 32 or 1)
+        for words in r.words:                    # the operands count as read until now
+            m.bulk_reading[r.cta, words] -= 1
+            m.r_wt[r.cta, words, min(w, m.r_wt.shape[2] - 1)] = cmt.time
+            m.r_pc[r.cta, words] = r.pc
+        r.done = True
+    m.event("tcgen05.complete", thread=cmt.thread, block=int(m.cta[cmt.thread]), mbarrier=f"0x{cmt.mb.off:x}",
+            mmas=len(cmt.ops))
+    arrive(m, cmt.mb, cmt.thread, m.k.code[cmt.pc], 1, snapshot=cmt.snap.copy(), when=cmt.time)

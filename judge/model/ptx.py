@@ -99,9 +99,9 @@ class Module:
 def _split_args(s: str) -> list[str]:
     out, depth, cur = [], 0, ""
     for ch in s:
-        if ch in "[{":
+        if ch in "[{(":
             depth += 1
-        elif ch in "]}":
+        elif ch in "]})":
             depth -= 1
         if ch == "," and depth == 0:
             out.append(cur.strip())
@@ -159,6 +159,8 @@ def _operand(tok: str, scopes: _Scopes) -> Operand:
         return Operand("sink")
     if t.startswith("{") and t.endswith("}"):
         return Operand("vec", items=[_operand(x, scopes) for x in _split_args(t[1:-1])])
+    if t.startswith("(") and t.endswith(")"):      # a call's argument or return list
+        return Operand("vec", items=[_operand(x, scopes) for x in _split_args(t[1:-1])], name="()")
     if t.startswith("[") and t.endswith("]"):
         inner = t[1:-1].strip()
         parts = _split_args(inner)

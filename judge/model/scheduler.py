@@ -16,7 +16,7 @@ from collections import Counter
 
 import numpy as np
 
-from judge.model import checks, completion, registry
+from judge.model import checks, completion, registry, tensor_memory
 from judge.model.checks import CPA_LANDED, FENCED, PLAIN, TMA_LANDED
 from judge.model.errors import Hang, Unsupported
 
@@ -86,6 +86,7 @@ def execute(m):
         if h is None:
             h = handlers[p] = handler_for(m, ins)
         m.cur_mask = mask
+        m.cur_taint = None
         h(ins, mask, nact == m.n)
         m.gtime += 1
 
@@ -118,9 +119,10 @@ def _out_of_budget(m, ins):
 
 def _everyone_blocked(m):
     """Nothing can run. First the completions the hardware still performs on its own: the copies
-    behind a cp.async.mbarrier.arrive land and arrive (their latest legal moment). If none is left,
-    a Hang whose message and graph say who waits on what, and what is missing."""
-    if completion.flush_cp_async_arrivals(m):
+    behind a cp.async.mbarrier.arrive land and arrive, and a tcgen05.commit's arrival comes (each at its
+    latest legal moment). If none is left, a Hang whose message and graph say who waits on what, and
+    what is missing."""
+    if completion.flush_cp_async_arrivals(m) or completion.flush_tcgen05_commits(m):
         return
     graph, lines = [], []
     seen = set()
@@ -162,6 +164,9 @@ def _everyone_blocked(m):
                       f"{m.block_why.get(int(missing[0]), ('?',))[0]})" if len(missing) else ""))
             graph.append({"waiters": who.tolist(), "on": "barrier.cluster", "phase": key,
                           "missing": missing.tolist()})
+        elif kind in m.wait_descriptions:           # a family's own wait (e.g. setmaxnreg)
+            msg = m.wait_descriptions[kind](m, key, who)
+            graph.append({"waiters": who.tolist(), "on": kind, "key": list(key)})
         else:
             msg = f"{len(who)} threads blocked ({kind})"
             graph.append({"waiters": who.tolist(), "on": kind})
@@ -267,6 +272,8 @@ def on_exit(m, mask, ins):
                       f"memory: the block's shared memory is released when it exits. Wait with "
                       f"cp.async.bulk.wait_group.read 0 before exiting")
             completion.bulk_complete(m, b, ins)
+    if m.tc is not None:                     # tensor memory still allocated when a block exits
+        tensor_memory.check_exit(m, ins)
     # a barrier the exited threads no longer block
     for key, b in list(m.bars.items()):
         release_barrier(m, key, ins)

@@ -20,6 +20,7 @@ import numpy as np
 
 from judge.model import checks
 from judge.model import ptx as _ptx
+from judge.model import tensor_memory
 from judge.model.errors import Unsupported
 
 SHARED_BASE = 0x9000_0000_0000_0000     # generic address of shared offset 0 (cvta.shared)
@@ -59,11 +60,15 @@ class Machine:
     """One launch's machine: the module's memory and parameters, and one cluster's threads at a time."""
 
     def __init__(self, module, kernel, *, grid, block, cluster, args, shared_bytes, budget,
-                 strict, seed, source_name):
+                 strict, seed, source_name, sms=132, entry_registers=0):
         self.mod, self.k = module, kernel
+        self.sms = int(sms)                              # %nsmid: the target GPU's SMs (132: an H200)
+        self.entry_registers = int(entry_registers or 0)  # ptxas's count at entry (setmaxnreg's pool)
+        self.wait_descriptions = {}  # block_why kind -> fn(m, key, who) -> the line a Hang says for it
         self.grid, self.block, self.cluster = grid, block, cluster
         self.strict, self.budget = strict, budget
         self.rng = np.random.default_rng(seed)
+        self.gridid = int(self.rng.integers(1, 1 << 20))
         self.counts = Counter()
         self.timeline = []
         self.violations = []
@@ -241,6 +246,12 @@ class Machine:
             "%lanemask_lt": ((np.uint64(1) << (lt % 32).astype(np.uint64)) - np.uint64(1)).astype(u32),
             "%lanemask_le": ((np.uint64(2) << (lt % 32).astype(np.uint64)) - np.uint64(1)).astype(u32),
             "%lanemask_eq": (np.uint64(1) << (lt % 32).astype(np.uint64)).astype(u32),
+            # the target GPU's own values (an H200 has 132 SMs), so that no kernel can tell the model by
+            # them; %smid: the SM the block would get in the launch's first wave, handed out in order of
+            # the blocks' linear index (a cluster's blocks on neighbouring SMs)
+            "%nsmid": np.full(n, self.sms, u32),
+            "%smid": ((((oz + crz) * self.grid[1] + (oy + cry)) * self.grid[0] + (ox + crx)) % self.sms).astype(u32),
+            "%gridid": np.full(n, self.gridid, np.uint64),
             "%dynamic_smem_size": np.full(n, self.smem_size - self.static_smem - 16, u32),
             "%total_smem_size": np.full(n, self.smem_size, u32),
         }
@@ -302,6 +313,33 @@ class Machine:
         self.acc_pending = {}                        # register -> lanes whose wgmma has not completed
         self.acc_names = set()
         self.wg_written = {}
+        # -- tensor memory and tcgen05 (ops.tcgen05)
+        self.tc = None                        # tensor memory and tcgen05 (judge.model.tensor_memory), at first use
+        self.taint = {}                       # register -> lanes whose value came from a tcgen05.ld
+        self.cur_taint = None                 # lanes of the current instruction that read such a value
+        self.mem_taint = {}                   # "shared" (blocks, bytes) / "local" (threads, bytes): marked bytes
+
+    def taint_store(self, space, rows, off, w, lanes):
+        """A store of w bytes per lane at (rows, off) of shared or local memory: the bytes carry the mark
+        of the stored value (a tcgen05.ld result), or lose it."""
+        t = self.mem_taint.get(space)
+        if t is None:
+            if self.cur_taint is None or not self.cur_taint[lanes].any():
+                return
+            t = self.mem_taint[space] = np.zeros((self.sm if space == "shared" else self.local).shape, bool)
+        mark = self.cur_taint[lanes] if self.cur_taint is not None else np.zeros(len(lanes), bool)
+        t[rows[:, None], off[:, None] + np.arange(w)] = mark[:, None]
+
+    def taint_load(self, space, rows, off, w, lanes):
+        """A load from marked bytes marks the loaded value (it goes on to the destination register)."""
+        t = self.mem_taint.get(space)
+        if t is None:
+            return
+        hit = t[rows[:, None], off[:, None] + np.arange(w)].any(axis=1)
+        if hit.any():
+            cur = np.zeros(self.n, bool) if self.cur_taint is None else self.cur_taint.copy()
+            cur[lanes] |= hit
+            self.cur_taint = cur
 
     # ------------------------------------------------------------------ registers
     def _store_dtype(self, name, fallback):
@@ -318,6 +356,10 @@ class Machine:
             name = op.name
             if self.acc_pending and name in self.acc_pending and (self.acc_pending[name] & self.cur_mask).any():
                 checks.early_accumulator_access(self, name, ins, "read")
+            if self.tc is not None and name in self.tc.ld_pending and (self.tc.ld_pending[name] & self.cur_mask).any():
+                tensor_memory.early_register(self, name, ins, "read")
+            if self.taint and name in self.taint:         # the value came out of tensor memory: so does the result
+                self.cur_taint = self.taint[name].copy() if self.cur_taint is None else self.cur_taint | self.taint[name]
             if name in self.regs:
                 v = self.regs[name]
             elif name in self.sreg:
@@ -372,6 +414,11 @@ class Machine:
                 checks.early_accumulator_access(self, name, None, "write")
             w = self.wg_written.setdefault(name, np.full(self.n, -1, np.int64))
             w[mask] = self.gtime
+        if not internal and self.tc is not None and name in self.tc.ld_pending and (self.tc.ld_pending[name] & mask).any():
+            tensor_memory.early_register(self, name, None, "write")
+        if not internal and (self.cur_taint is not None or name in self.taint):
+            tt = self.taint.setdefault(name, np.zeros(self.n, bool))
+            tt[mask] = self.cur_taint[mask] if self.cur_taint is not None else False
         val = np.asarray(val)
         reg = self.regs.get(name)
         if reg is None:
@@ -481,6 +528,9 @@ class Machine:
         w = data.shape[1]
         order = np.empty(self.n, np.int64)
         order[lanes] = np.arange(len(lanes))
+        self.counts["gstore.bytes"] += len(lanes) * w
+        if self.cur_taint is not None:       # bytes whose value came out of tensor memory (tcgen05.ld)
+            self.counts["gstore.from.tcgen05.ld.bytes"] += w * int(np.count_nonzero(self.cur_taint[lanes]))
         for sel, u8, off in self._regions_of(a, w, lanes, ins, write=True):
             u8[off[:, None] + np.arange(w)] = data[order[sel]]
 
@@ -506,7 +556,34 @@ class Machine:
                           f"{self.where(ins)}, after every thread of that block exited: its shared memory is "
                           f"gone. A cluster barrier (cluster.sync()) before the owner exits keeps it alive")
             self.remote_t[cta[far], lanes[far]] = self.gtime
+        if self.ncta > 1 and ins.parts[0] in ("st", "atom", "red"):
+            peer = int(np.count_nonzero(cta != self.cta[lanes]))
+            if peer:                 # the feature carrying the data: writes that reach another block
+                self.counts["dsmem.peer"] += peer
         return cta, off
+
+    # ------------------------------------------------------------------ waiting (instruction families)
+    def wait_on(self, lanes, why):
+        """Threads `lanes` wait; `why` = (kind, key) as the scheduler reports it in a Hang."""
+        self.blocked[lanes] = True
+        for t in np.atleast_1d(lanes):
+            self.block_why[int(t)] = why
+
+    def release(self, lanes, why):
+        """Threads of `lanes` that wait for `why` go on."""
+        for t in np.atleast_1d(lanes):
+            if self.block_why.get(int(t)) == why:
+                self.blocked[t] = False
+                del self.block_why[int(t)]
+
+    def wg_rows(self, c, w):
+        """The threads of warpgroup w (128 consecutive threads) of block rank c."""
+        lo = c * self.nthr_cta + 128 * w
+        return np.arange(lo, min(lo + 128, (c + 1) * self.nthr_cta))
+
+    def cta_suffix(self, c):
+        """' of block rank c' in a cluster of several blocks, else ''."""
+        return f" of block rank {c}" if self.ncta > 1 else ""
 
 
     def words_of(self, off, w):

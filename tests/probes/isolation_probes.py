@@ -88,3 +88,49 @@ def python_slow_with_progress(steps: int, step_s: float):
         time.sleep(step_s)
         isolate.progress(f"step {i + 1} of {steps}")
     return steps
+
+
+# ------------------------------------------------------------------ results that must not count
+_PASS = (b'R {"verdict": "PASS", "message": "forged", "tier": null, "details": [], "checked": [], '
+         b'"measurements": {}, "figures": [], "exercise": "", "file": ""}\n')
+
+
+def forges_on_the_channel():
+    """Writes a PASS on the worker's private channel without the run's secret, then returns."""
+    from judge.grading import submission
+    os.write(submission._channel._f.fileno(), _PASS)
+    return 42
+
+
+def sends_a_result_then_dies():
+    """A proper result (with the secret), then death by SIGKILL: what a learner who kills the worker
+    right after it wrote would leave behind."""
+    import signal
+    from judge.grading import submission
+    from judge.grading.result import Result, Verdict
+    submission._channel.result(Result(Verdict.PASS, "sent before dying"))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def sends_a_second_result():
+    """A proper result of its own, then the worker's: two results for one run."""
+    from judge.grading import submission
+    from judge.grading.result import Result, Verdict
+    submission._channel.result(Result(Verdict.PASS, "an extra one"))
+    return 42
+
+
+def worker_dumpable():
+    """prctl(PR_GET_DUMPABLE) in the worker before and after it starts a learner process: (1, 0)
+    means no same-user process may open its /proc files once learner code can run."""
+    import ctypes
+    from pathlib import Path
+    from judge.grading import learner_process
+    get = lambda: ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)    # noqa: E731 - PR_GET_DUMPABLE
+    before = get()
+    p = learner_process.LearnerProcess(Path(__file__).parent / "cheats" / "exits_in_call.py", call_limit=30)
+    try:
+        p.module()
+        return [before, get()]
+    finally:
+        p.close()

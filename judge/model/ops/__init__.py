@@ -17,6 +17,10 @@ its family (or a new module in this folder) and a test in tests/test_model_ops_*
     mbarrier   mbarrier.init / inval / arrive / arrive_drop / expect_tx / complete_tx / try_wait / test_wait
     bulk       cp.async.bulk(.tensor), cp.reduce.async.bulk.tensor, bulk commit/wait groups
     wgmma      wgmma.fence / mma_async / commit_group / wait_group
+    tcgen05    tcgen05.alloc / dealloc / relinquish_alloc_permit / mma / commit / ld / st / wait / fence
+               (tensor memory: judge.model.tensor_memory)
+    setmaxnreg setmaxnreg.inc / dec (warpgroup-aligned, the CTA's register pool)
+    calls      call sequences: st.param of a call's arguments, call __assertfail (a failed assert)
 
 A module added to this folder registers itself: every module here but `common` is imported below.
 """

@@ -81,8 +81,13 @@ def warp_barrier(m, ins):
 
 @op("barrier.cluster")
 def cluster_barrier(m, ins):
-    """barrier.cluster.arrive / wait: every thread of the cluster arrives before any wait returns."""
+    """barrier.cluster.arrive / wait: every thread of the cluster arrives before any wait returns.
+
+    PTX ISA, barrier.cluster: the default arrive has .release semantics and the default wait .acquire;
+    arrive.relaxed counts towards the barrier but orders no memory access of the arriving thread, so a
+    waiter learns nothing of what it did."""
     arrive = "arrive" in ins.parts
+    relaxed = "relaxed" in ins.parts
 
     def cluster_arrive_or_wait(ins, mask, full):
         lanes = np.nonzero(mask)[0]
@@ -90,11 +95,12 @@ def cluster_barrier(m, ins):
             for t in lanes:
                 k = int(m.cl_count[t])
                 acc = m.cl_acc.setdefault(k, np.zeros(m.VC.shape[1], np.int64))
-                row = m.VC[t].copy()
-                row[t] = m.gtime
-                np.maximum(acc, row, out=acc)
+                if not relaxed:
+                    row = m.VC[t].copy()
+                    row[t] = m.gtime
+                    np.maximum(acc, row, out=acc)
                 m.cl_count[t] += 1
-            m.counts["barrier.cluster.arrive"] += len(lanes)
+            m.counts["barrier.cluster.arrive" + (".relaxed" if relaxed else "")] += len(lanes)
         else:
             m.blocked[lanes] = True
             for t in lanes:

@@ -59,5 +59,5 @@ def trap(m, ins):
 
 # hints and orderings with nothing the model can observe: membar orders memory the model already
 # runs in order; the rest steer caches, scheduling or register allocation
-op("membar", "nanosleep", "prefetch", "prefetchu", "griddepcontrol", "setmaxnreg", "pmevent", "discard",
+op("membar", "nanosleep", "prefetch", "prefetchu", "griddepcontrol", "pmevent", "discard",
    "applypriority")(no_effect)

@@ -58,12 +58,14 @@ def load_store(m, ins):
                                              (len(lanes), max(w, 4) // 4, 4)).reshape(len(lanes), -1)[:, :w]
                     data = np.where(nb, poison, data)
                 checks.note_read(m, cta, words, lanes, m.cur_pc)
+                m.taint_load("shared", cta, off, w, lanes)     # "the feature carries the data" (tcgen05.ld)
                 m.counts["ld.shared"] += len(lanes)
             else:
                 st = m.w_state[cta[:, None], words]
                 if ((st == CPA_PENDING) | (st == TMA_PENDING)).any() or (m.bulk_reading[cta[:, None], words] > 0).any():
                     checks.check_overwrite(m, cta, words, lanes, ins, "st.shared")
                 m.sm[cta[:, None], off[:, None] + np.arange(w)] = data
+                m.taint_store("shared", cta, off, w, lanes)
                 m.w_state[cta[:, None], words] = GENERIC
                 m.w_thread[cta[:, None], words] = lanes[:, None]
                 m.w_time[cta[:, None], words] = m.gtime
@@ -89,8 +91,10 @@ def load_store(m, ins):
                 raise Unsupported(ins.op, "local memory beyond the declared frame")
             if is_ld:
                 data = m.local[lanes[:, None], off[:, None] + np.arange(w)]
+                m.taint_load("local", lanes, off, w, lanes)
             else:
                 m.local[lanes[:, None], off[:, None] + np.arange(w)] = data
+                m.taint_store("local", lanes, off, w, lanes)
         else:
             raise Unsupported(ins.op, f"state space {sp}")
         if is_ld:

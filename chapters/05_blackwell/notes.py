@@ -1,0 +1,147 @@
+"""notes.py - the sentences of chapter 5 that quote figures, computed from the figures (markdown).
+
+The notebook chapters/05_blackwell.ipynb displays them with IPython.display.Markdown; no figure is typed
+by hand. Any machine (pure Python):
+
+    import sys; sys.path.insert(0, "chapters/05_blackwell"); import notes
+    notes.formats_findings(tables, ceil)        # section 3: what the error tables showed
+    notes.fp8_against_bf16(figs, pred)          # section 4: cuBLAS FP8 vs bf16, against the input-rounding prediction
+    notes.wgmma_fp8_note(rows)                  # section 4: the course's FP8 kernel, and what it was timed against
+    notes.like_for_like_note(res)               # section 4: fp8.compare_run()'s result, like for like
+    notes.like_for_like_rows(res)               # its tables, columns in a fixed order
+"""
+from __future__ import annotations
+
+#: Columns of the recorded tables, in the order they were measured (the record stores JSON with sorted
+#: keys, so a table built from a recorded row must name its columns).
+WGMMA_FP8_COLUMNS = ("n", "kernel", "TFLOPS", "of _scaled_mm", "rel_err", "ok")
+SPEED_COLUMNS = ("n", "path", "what", "TFLOPS", "ms", "p10_ms", "p90_ms", "rel_err", "ok")
+ACCURACY_COLUMNS = ("inputs", "K", "path", "rel_err", "floor (bf16 rounding)")
+
+
+def ordered(rows, columns) -> list[dict]:
+    """rows with only `columns`, in that order (missing ones left out)."""
+    return [{k: r[k] for k in columns if k in r} for r in rows]
+
+
+def formats_findings(tables: dict, ceil: dict) -> str:
+    """Section 3: what the error tables of judge.hw.formats.error_table showed, one line per finding."""
+    def err(name, fmt, block, rule="floor"):
+        rows = (tables if rule == "floor" else ceil)[name]
+        return next(x["rel_err"] for x in rows if x["format"] == fmt and x["block"] == block)
+    wide = ("MX e4m3", "MX e5m2", "MX e3m2", "MX e2m3", "MX e2m1")
+    out = ["- Normal tensor, blocks of 32, floor rule: "
+           + ", ".join(f"{f} {100 * err('normal', f, 32):.1f} %" for f in wide) + "."]
+    e5, e3 = err("normal", "MX e5m2", 32), err("normal", "MX e3m2", 32)
+    out.append(f"- E5M2 and E3M2 (both 2 mantissa bits): {100 * e5:.2f} % and {100 * e3:.2f} %: "
+               + ("the same to within 5 % (their curves lie on top of each other)." if abs(e5 - e3) < 0.05 * max(e5, e3)
+                  else "they differ."))
+    fl = [err("normal", "MX e4m3", b) for b in (16, 128)]
+    ce = [err("normal", "MX e4m3", b, "ceil") for b in (16, 128)]
+    out.append(f"- MX e4m3, block 16 → 128: floor rule {100 * fl[0]:.2f} % → {100 * fl[1]:.2f} % "
+               f"({'grows as the block shrinks' if fl[0] > fl[1] else 'does not grow as the block shrinks'}); "
+               f"ceil rule {100 * ce[0]:.2f} % → {100 * ce[1]:.2f} %.")
+    for name in tables:
+        parts = []
+        for f in ("MX e2m3", "MX e2m1"):
+            a, b = err(name, f, 16), err(name, f, 128)
+            parts.append(f"{f} {100 * a:.1f} % at block 16, {100 * b:.1f} % at 128 "
+                         f"({'grows' if b > a else 'does not grow'} with the block)")
+        nv = next(x["rel_err"] for x in tables[name] if x["format"] == "NVFP4")
+        mx = err(name, "MX e2m1", 32)
+        bf = next(x["rel_err"] for x in tables[name] if x["format"] == "bf16")
+        lo = min(x["rel_err"] for x in tables[name] if x["format"] != "bf16")
+        out.append(f"- {name}: " + "; ".join(parts) + f"; NVFP4 {100 * nv:.1f} % against MXFP4 (32) {100 * mx:.1f} % "
+                   f"({'NVFP4 better' if nv < mx else 'NVFP4 not better'}); the best scaled format has "
+                   f"{lo / bf:.0f}× bf16's error ({100 * bf:.2f} %).")
+    return "\n".join(out)
+
+
+def fp8_against_bf16(figs: dict | None, pred: dict) -> str:
+    """Section 4: cuBLAS FP8 (unit scales) against bf16, and the measured error against what rounding
+    the inputs to E4M3 predicts. Input rounding is far larger than accumulation error here, so this
+    comparison cannot see accumulation at all: the exact-E4M3 run of like_for_like_note can."""
+    if not figs:
+        return "*(not recorded yet on an H200)*"
+    out = []
+    for n, r in figs["sizes"].items():
+        p = pred[int(n)]
+        ratio = r["fp8_rel_err"] / p["fp8_rel_err"]
+        where = ("the size input rounding alone predicts" if 0.5 <= ratio <= 2 else
+                 "well above the input-rounding prediction" if ratio > 2 else
+                 "BELOW the prediction: suspect the measurement")
+        speed = "faster" if r["speedup"] > 1.05 else "NOT faster" if r["speedup"] < 0.95 else "the same"
+        out.append(f"- n = {n}: FP8 ran {r['fp8_tflops']:.0f} TFLOPS against bf16's {r['bf16_tflops']:.0f} "
+                   f"({r['speedup']:.2f}×, {speed}); its relative error {r['fp8_rel_err']:.1e} is "
+                   f"{r['fp8_rel_err'] / r['bf16_rel_err']:.0f}× bf16's and {ratio:.2f}× the prediction from "
+                   f"rounding the inputs ({p['fp8_rel_err']:.1e}): {where}.")
+    out.append("- Input rounding (E4M3 keeps 3 mantissa bits) is so much larger than any accumulation error that "
+               "this test cannot tell how the tensor cores accumulate; the run on inputs that are exact E4M3 "
+               "values, below, can.")
+    return "\n".join(out)
+
+
+def wgmma_fp8_note(rows: list | None) -> str:
+    """Section 4: the course's FP8 kernel as timed by fp8.wgmma_fp8(), saying what each ratio compares."""
+    if not rows:
+        return "*(not recorded yet on an H200)*"
+    out = []
+    for r in rows:
+        if not r["kernel"].startswith("gemm_fp8"):
+            continue
+        promoted = "PROMOTE=1" in r["kernel"]
+        against = ("the default `torch._scaled_mm`, which also promotes: like for like" if promoted else
+                   "the default `torch._scaled_mm`, which promotes its partial sums and this kernel does not: "
+                   "not like for like (see the next cell)")
+        out.append(f"- n = {r['n']}: {r['kernel']}: {r['TFLOPS']:.0f} TFLOPS, {r['of _scaled_mm']:.2f} of {against}; "
+                   f"relative error {r['rel_err']:.2e}, {'within' if r['ok'] else 'OUTSIDE'} the 2⁻⁷ bound.")
+    return "\n".join(out)
+
+
+def like_for_like_rows(res: dict) -> tuple[list, list]:
+    """(speed rows, accuracy rows) of fp8.compare_run()'s result, columns in a fixed order."""
+    speed = [r for s in res.get("speed", {}).get("sizes", {}).values() for r in s["rows"]]
+    return ordered(speed, SPEED_COLUMNS), ordered(res.get("accuracy", []), ACCURACY_COLUMNS)
+
+
+def _clock(s: dict) -> str:
+    c = s.get("clock_during") or {}
+    reasons = c.get("reasons_seen") or []
+    if "sm_mhz_min" not in c:
+        return "clock not sampled"
+    mhz = (f"{c['sm_mhz_min']} MHz" if c["sm_mhz_min"] == c["sm_mhz_max"]
+           else f"{c['sm_mhz_min']}-{c['sm_mhz_max']} MHz")
+    return f"SM clock {mhz} during the timed rounds, " + (
+        "throttle reasons: " + ", ".join(map(str, reasons)) if reasons else "no throttle reason seen")
+
+
+def like_for_like_note(res: dict | None) -> str:
+    """fp8.compare_run()'s result in sentences: each kernel against the cuBLAS path that accumulates as it
+    does, with the clock beside it, and the accumulation error on exact-E4M3 inputs as K grows."""
+    if not res:
+        return "*(not recorded yet on an H200)*"
+    out = []
+    for key, e in res.get("errors", {}).items():
+        out.append(f"- {key}: FAILED in the record run: {e}")
+    for n, s in res.get("speed", {}).get("sizes", {}).items():
+        pairs = "; ".join(f"{p['kernel']} is {p['speed ratio (medians)']:.3f}× {p['against']} "
+                          f"(per round {p['per-round ratio p10']:.3f} to {p['per-round ratio p90']:.3f})"
+                          for p in s["pairs"])
+        out.append(f"- n = {n} ({s['scales']}, interleaved launch by launch): {pairs}. {_clock(s)}.")
+    acc = res.get("accuracy", [])
+    for inputs in dict.fromkeys(a["inputs"] for a in acc):
+        rows = [a for a in acc if a["inputs"] == inputs]
+        ks = sorted({a["K"] for a in rows})
+
+        def errs(path):
+            return [next((a["rel_err"] for a in rows if a["K"] == k and a["path"] == path), float("nan")) for k in ks]
+        floor = [next(a["floor (bf16 rounding)"] for a in rows if a["K"] == k and a["path"] == "kernel") for k in ks]
+        kern, prom, fast, dflt = errs("kernel"), errs("promote"), errs("fast"), errs("default")
+        grows = all(b > a for a, b in zip(kern, kern[1:]))
+        out.append(f"- Exact E4M3 inputs ({inputs}), K = {' / '.join(map(str, ks))}: the unpromoted kernel errs by "
+                   f"{' / '.join(f'{x:.2g}' for x in kern)} ({'growing with K' if grows else 'not growing with K'}; "
+                   f"`use_fast_accum=True`: {' / '.join(f'{x:.2g}' for x in fast)}), the promoted paths by "
+                   f"{' / '.join(f'{x:.3g}' for x in prom)} (kernel) and {' / '.join(f'{x:.3g}' for x in dflt)} "
+                   f"(cuBLAS default), against {' / '.join(f'{x:.3g}' for x in floor)} from rounding the exact "
+                   f"product to bf16 alone.")
+    return "\n".join(out)

@@ -1,0 +1,733 @@
+"""judge.model.ops.tcgen05 - Blackwell's tensor memory and tcgen05 instructions in the CPU model.
+
+The handlers are registered with judge.model.registry under their dotted PTX names; the state they
+keep (per CTA: 128 lanes x 512 columns of 32-bit cells) is judge.model.tensor_memory.
+Try it: python -m pytest tests/test_model_tcgen05.py -q
+
+Every rule below is checked while the kernel's own PTX runs, thread by thread, so a rule broken on
+one path of one warp is found however the kernel reaches it. The sections named are the PTX ISA's
+(chapter "TensorCore 5th Generation Family Instructions", tcgen05):
+
+  tcgen05-aligned        alloc, dealloc, relinquish_alloc_permit, ld, st, wait::ld, wait::st are
+                         .sync.aligned: every thread of the warp executes them together ("Issue
+                         granularity"); one thread alone is a Violation.
+  tcgen05-alloc-size     nCols is a power of two in [32, 512] (9.7.16.7.1).
+  tcgen05-alloc-grows    the columns allocated do not increase from one allocation to the next (9.7.16.7.1).
+  tcgen05-relinquished   no tcgen05.alloc after the CTA's tcgen05.relinquish_alloc_permit.
+                         An alloc that cannot be satisfied blocks until columns are freed (HANG when
+                         nothing frees them). The column it returns is drawn at random among the free
+                         aligned places (as another CTA on the SM may hold the first ones), written
+                         to shared memory at [dst].
+  tcgen05-dealloc        dealloc frees exactly an allocation (its base and its column count).
+  tcgen05-leak           every allocation is freed before the CTA exits ("tcgen05.alloc": the
+                         columns are not released at exit).
+  tcgen05-unallocated    every column an MMA writes or a warp reads or writes is allocated.
+  tcgen05.mma            a single-thread instruction ("Issue granularity"): each thread that executes
+                         it issues one MMA of its own. So a kernel where every thread issues them
+                         runs 128 MMAs per instruction (its C is wrong) and 128 commits: no rule is
+                         invented for it, the arithmetic shows it.
+                         Supported: .cta_group::1, kind::f16 (bf16 / f16 inputs), kind::tf32 and
+                         kind::f8f6f4 with E4M3 / E5M2 inputs, f32 accumulators, M = 128,
+                         N = 16..256 (step 16), K-major operands from shared-memory descriptors
+                         (no swizzle or the 32/64/128-byte swizzles, base offset 0), enable-input-d.
+                         The result lands in tensor memory when its commit arrives; until then the
+                         columns are in flight. Operands are read through the async proxy (a generic
+                         store needs fence.proxy.async and a barrier: "proxy-fence"), and count as
+                         being read until the commit's arrival (an overwrite before it is
+                         "async-read-overwritten" / "async-overwrite-race").
+  tcgen05.commit         makes the mbarrier track the completion of every earlier tcgen05.mma of the
+                         executing thread ("tcgen05.commit"); the arrival comes as late as allowed:
+                         when a thread waits on that mbarrier and cannot go on, or when nothing else
+                         can run.
+  tcgen05-ld-in-flight   a tcgen05.ld of columns whose MMA has not completed (no commit, or its
+                         arrival not yet come).
+  tcgen05-visibility     a tcgen05.ld of an MMA's result by a thread that has not observed the
+                         commit's mbarrier phase (nor synchronized with a thread that did)
+                         ("Memory consistency model for 5th generation of TensorCore operations").
+  tcgen05-fence-after    ... or that did not execute tcgen05.fence::after_thread_sync after the
+                         phase completed ("tcgen05.fence").
+  tcgen05-lane-quarter   warp w reaches lanes 32*(w % 4) .. 32*(w % 4) + 31 only ("Tensor Memory",
+                         access restrictions); a 32x32b access starts at the quarter's first lane.
+  tcgen05-uniform        the tensor-memory address of ld / st / dealloc is the same in every thread
+                         of the warp.
+  tcgen05-mma-overwrite  an MMA that writes columns another warp read with tcgen05.ld needs the same
+                         ordering (a persistent kernel's accumulator reused for the next tile).
+  tcgen05-wait-st        cells a tcgen05.st wrote are read (tcgen05.ld, or an MMA accumulating on
+                         them) before the storing warp's tcgen05.wait::st.
+  tcgen05-wait-ld        a register written by tcgen05.ld is read (or overwritten) before
+                         tcgen05.wait::ld ("tcgen05.wait": the load is asynchronous).
+  tcgen05-dealloc-order  a dealloc of columns another warp read with tcgen05.ld needs that warp's
+                         tcgen05.fence::before_thread_sync after its last read, a barrier, and
+                         tcgen05.fence::after_thread_sync in the deallocating warp; a dealloc of
+                         columns an MMA may still write is a Violation too.
+
+Not covered (Unsupported, never a verdict): .cta_group::2 (pairs of CTAs), the block-scaled kinds
+(kind::mxf8f6f4, kind::mxf4, kind::mxf4nvf4 with scales in tensor memory), kind::i8, FP6 / FP4
+operands of kind::f8f6f4, A from tensor memory, M = 64, MN-major operands, disable-output-lane
+and scale-input-d, .ws, sparse MMAs, tcgen05.cp, tcgen05.shift, ld/st shapes other than 32x32b
+and .pack/.unpack.
+
+"The feature carries the data": every register a tcgen05.ld writes is marked, and the mark follows
+the value through any instruction that reads it (judge.model.machine's taint); a global store of a
+marked value counts under "gstore.from.tcgen05.ld.bytes" (all global stores: "gstore.bytes"), so an
+exercise can require that its output came out of tensor memory (exercise.toml [carries]). The mark
+travels with the bytes through shared and local memory (a C staged in shared memory and written by a
+TMA or bulk store still counts). It is a union: a value computed from a marked one in any way is marked.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from judge.model import checks, completion
+from judge.model import tensor_memory as TM
+from judge.model.errors import Unsupported
+from judge.model.registry import op
+
+
+
+def state(m) -> TM.State:
+    """The tcgen05 state of the cluster the machine runs now (created at first use)."""
+    tc = getattr(m, "tc", None)
+    if tc is None:
+        tc = m.tc = TM.State(m.n, m.ncta)
+    return tc
+
+
+def _unsupported_forms(ins):
+    p = ins.parts
+    if "cta_group::2" in p:
+        raise Unsupported(ins.op, "cta_group::2 (a pair of CTAs sharing one MMA) is not modelled")
+
+
+def _warps(m, ins, mask, what):
+    """The warps executing a .sync.aligned instruction: every live thread of each must be in mask."""
+    lanes = np.nonzero(mask)[0]
+    groups: dict = {}
+    for t in lanes:
+        groups.setdefault((int(m.cta[t]), int(m.lt[t]) // 32), []).append(int(t))
+    out = []
+    for (c, w), ts in groups.items():
+        first = c * m.nthr_cta + 32 * w
+        rows = np.arange(first, min(first + 32, (c + 1) * m.nthr_cta))
+        if len(ts) != len(rows):
+            m.fail("tcgen05-aligned", ins,
+                   f"{len(ts)} of the {len(rows)} threads of warp {w}{_blk(m, c)} executed {what} at "
+                   f"{m.where(ins)} (e.g. {m.tdesc(ts[0])}): it is .sync.aligned, so the whole warp executes "
+                   f"it together, converged. Put it under a condition that holds "
+                   f"for every thread of one warp (if (warp == 0)), not for one thread")
+        out.append((c, w, np.array(ts)))
+    return out
+
+
+def _blk(m, c):
+    return f" of block rank {c}" if m.ncta > 1 else ""
+
+
+def _u32(m, opnd, ins):
+    return np.broadcast_to(np.asarray(m.rd(opnd, "u32", ins)).astype(np.int64), (m.n,))
+
+
+def _smem_target(m, ins, aop, lanes):
+    a = m.addr(aop, ins)
+    if not any(s.startswith("shared") for s in ins.parts):
+        sp, a = m.resolve_generic(a, lanes, ins)
+        if sp != "shared":
+            raise Unsupported(ins.op, "the destination of tcgen05.alloc must be in shared memory")
+    return m.smem_split(a, lanes, ins, cluster_ok=False)
+
+
+def _unblock_allocs(m, tc, c):
+    ts = tc.alloc_blocked.pop(c, [])
+    for t in ts:
+        m.blocked[t] = False
+        m.block_why.pop(int(t), None)
+
+
+# ---------------------------------------------------------------------------- allocation
+@op("tcgen05.alloc")
+def alloc(m, ins):
+    """tcgen05.alloc [dst], nCols: a whole warp allocates columns; the address goes to shared memory."""
+    _unsupported_forms(ins)
+    dst, nop = ins.args[:2]
+
+    def allocate(ins, mask, full):
+        tc = state(m)
+        n_all = _u32(m, nop, ins)
+        for c, w, ts in _warps(m, ins, mask, "tcgen05.alloc"):
+            cm = tc.cta[c]
+            t0 = int(ts[0])
+            ncols = int(n_all[t0])
+            if cm.relinquished:
+                m.fail("tcgen05-relinquished", ins,
+                       f"warp {w}{_blk(m, c)} executes tcgen05.alloc at {m.where(ins)} after the CTA gave up its "
+                       f"allocation permit (tcgen05.relinquish_alloc_permit): allocate everything first, then "
+                       f"relinquish")
+            if ncols < 32 or ncols > TM.COLUMNS or ncols & (ncols - 1):
+                up = max(32, 1 << max(0, ncols - 1).bit_length())
+                m.fail("tcgen05-alloc-size", ins,
+                       f"warp {w}{_blk(m, c)} allocates {ncols} columns at {m.where(ins)}: nCols must be a power "
+                       f"of two from 32 to 512; round up to {min(up, 512)}")
+                raise checks.abort(m, "tcgen05-alloc-size", ins, f"{ncols} columns")
+            if cm.last_alloc and ncols > cm.last_alloc:
+                m.fail("tcgen05-alloc-grows", ins,
+                       f"warp {w}{_blk(m, c)} allocates {ncols} columns at {m.where(ins)} after an allocation of "
+                       f"{cm.last_alloc}: the number of columns allocated should not increase between two "
+                       f"allocations of a CTA. Allocate the largest first")
+            cm.last_alloc = ncols
+            free = cm.free_slots(ncols)
+            if not free:
+                # the instruction blocks until columns are freed (by this CTA or another on the SM)
+                m.pc[ts] = m.cur_pc
+                m.blocked[ts] = True
+                for t in ts:
+                    m.block_why[int(t)] = ("tcgen05.alloc of " + str(ncols) + " columns (tensor memory full: "
+                                           + ", ".join(f"{n} at column {b}" for b, n in sorted(cm.allocs.items()))
+                                           + ")", c)
+                tc.alloc_blocked.setdefault(c, []).extend(int(t) for t in ts)
+                continue
+            base = int(free[int(m.rng.integers(len(free)))])
+            cm.allocs[base] = ncols
+            cm.alloc_pc[base] = m.cur_pc
+            cta, off = _smem_target(m, ins, dst, ts[:1])
+            c2, o = int(cta[0]), int(off[0])
+            checks.check_smem_range(m, off, 4, ts[:1], ins)
+            m.sm[c2, o:o + 4] = np.frombuffer(np.uint32(base).tobytes(), np.uint8)
+            m.w_state[c2, o // 4] = checks.GENERIC
+            m.w_thread[c2, o // 4] = t0
+            m.w_time[c2, o // 4] = m.gtime
+            m.counts["tcgen05.alloc"] += 1
+            m.counts["tcgen05.alloc.columns"] += ncols
+            m.event("tcgen05.alloc", warp=w, block=c, columns=ncols, base=base)
+    return allocate
+
+
+@op("tcgen05.relinquish_alloc_permit")
+def relinquish(m, ins):
+    """tcgen05.relinquish_alloc_permit: the CTA allocates no more."""
+    _unsupported_forms(ins)
+
+    def give_up_permit(ins, mask, full):
+        tc = state(m)
+        for c, w, ts in _warps(m, ins, mask, "tcgen05.relinquish_alloc_permit"):
+            tc.cta[c].relinquished = True
+            m.counts["tcgen05.relinquish_alloc_permit"] += 1
+            m.event("tcgen05.relinquish", warp=w, block=c)
+    return give_up_permit
+
+
+@op("tcgen05.dealloc")
+def dealloc(m, ins):
+    """tcgen05.dealloc taddr, nCols: a whole warp frees an allocation, ordered after every use of it."""
+    _unsupported_forms(ins)
+    aop, nop = ins.args[:2]
+
+    def free(ins, mask, full):
+        tc = state(m)
+        addr = _u32(m, aop, ins)
+        n_all = _u32(m, nop, ins)
+        for c, w, ts in _warps(m, ins, mask, "tcgen05.dealloc"):
+            cm = tc.cta[c]
+            _uniform(m, ins, addr, ts, w, c, "tcgen05.dealloc")
+            t0 = int(ts[0])
+            a, ncols = int(addr[t0]), int(n_all[t0])
+            col = a & 0xFFFF
+            if cm.allocs.get(col) != ncols or a >> 16:
+                live = ", ".join(f"{n} columns at {b}" for b, n in sorted(cm.allocs.items())) or "none"
+                m.fail("tcgen05-dealloc", ins,
+                       f"warp {w}{_blk(m, c)} frees {ncols} columns at tensor-memory address 0x{a:08x} at "
+                       f"{m.where(ins)}, which is not a live allocation (live: {live}): free exactly the "
+                       f"address tcgen05.alloc wrote and the same column count, once")
+                continue
+            cols = np.arange(col, col + ncols)
+            busy = cols[cm.col_op[cols] >= 0]
+            if len(busy):
+                mma = tc.ops[int(cm.col_op[busy[0]])]
+                m.fail("tcgen05-dealloc-order", ins,
+                       f"warp {w}{_blk(m, c)} frees columns {col}..{col + ncols - 1} at {m.where(ins)} while the "
+                       f"tcgen05.mma issued by {m.tdesc(mma.thread)} at {m.where(m.k.code[mma.pc])} may still write "
+                       f"column {int(busy[0])}: "
+                       + ("it was never committed" if not mma.committed else
+                          "its commit's mbarrier phase was not waited for")
+                       + ": commit, wait for the phase, then free")
+            why = _unordered_read(m, tc, ins, c, ts, ts, cols,
+                                  f"warp {w}{_blk(m, c)} frees columns {col}..{col + ncols - 1}",
+                                  "freed (and reallocated) while that read still runs", "tcgen05.dealloc")
+            if why:
+                m.fail("tcgen05-dealloc-order", ins, why)
+            del cm.allocs[col]
+            cm.alloc_pc.pop(col, None)
+            cm.reads[cols] = -1
+            cm.col_done_vc[cols] = -1
+            m.counts["tcgen05.dealloc"] += 1
+            m.event("tcgen05.dealloc", warp=w, block=c, columns=ncols, base=col)
+            _unblock_allocs(m, tc, c)
+    return free
+
+
+def _unordered_read(m, tc, ins, c, ts, own, cols, doing, danger, then):
+    """Every other warp's last tcgen05.ld of these columns must be ordered before what threads ts do
+    now (a dealloc, an MMA that overwrites them): the reader's fence::before_thread_sync, a barrier,
+    then fence::after_thread_sync in ts. Readers among `own` (the acting warp) are ordered already.
+    Returns the message for the first read that is not ordered, or ''."""
+    cm = tc.cta[c]
+    reads = cm.reads[cols]                                   # (cols, threads) time of last ld, -1 none
+    readers = np.nonzero((reads >= 0).any(axis=0))[0]
+    mine = set(int(t) for t in own)
+    know = m.VC[ts][:, :m.n].max(axis=0)
+    my_after = int(tc.fence_after[ts].min())
+    for r in readers:
+        r = int(r)
+        if r in mine:
+            continue
+        tr = int(reads[:, r].max())
+        pc = cm.read_pc.get(r, m.cur_pc)
+        fb = int(tc.fence_before[r])
+        if know[r] < tr:
+            why = "no barrier orders that read before this"
+        elif fb < tr:
+            why = ("that warp executed no tcgen05.fence::before_thread_sync between its last tcgen05.ld and "
+                   "the barrier")
+        elif know[r] < fb:
+            why = "no barrier after that warp's tcgen05.fence::before_thread_sync"
+        elif my_after < fb:
+            why = ("no tcgen05.fence::after_thread_sync here after the barrier (or mbarrier wait) that "
+                   "follows those reads")
+        else:
+            continue
+        return (f"{doing} at {m.where(ins)}, which {m.tdesc(r)} read with tcgen05.ld at {m.where(m.k.code[pc])}; "
+                f"{why}. The columns may be {danger}: tcgen05.fence::before_thread_sync after the reads, a "
+                f"barrier (or an mbarrier arrive -> wait), tcgen05.fence::after_thread_sync, then {then}")
+    return ""
+
+
+# ---------------------------------------------------------------------------- MMA
+_F8F6F4 = {0: "e4m3", 1: "e5m2", 3: "e2m3", 4: "e3m2", 5: "e2m1"}
+
+
+def decode_idesc(idesc: int, kind: str) -> dict:
+    """The fields of a tcgen05.mma instruction descriptor (kind::f16 / tf32 / f8f6f4 / i8 layout):
+    bits 4-5 D format (1 = F32), 7-9 A format, 10-12 B format, 13/14 negate A/B, 15/16 transpose
+    (MN-major) A/B, 17-22 N >> 3, 24-28 M >> 4; bit 2 sparsity, bits 0-1 and 3 unused here."""
+    f = {"sparse": (idesc >> 2) & 1, "dtype": (idesc >> 4) & 3, "atype": (idesc >> 7) & 7,
+         "btype": (idesc >> 10) & 7, "neg_a": (idesc >> 13) & 1, "neg_b": (idesc >> 14) & 1,
+         "mn_a": (idesc >> 15) & 1, "mn_b": (idesc >> 16) & 1, "n": ((idesc >> 17) & 0x3F) << 3,
+         "m": ((idesc >> 24) & 0x1F) << 4}
+    names = {"kind::f16": {0: "f16", 1: "bf16"}, "kind::tf32": {2: "tf32"}, "kind::f8f6f4": _F8F6F4}[kind]
+    f["a"], f["b"] = names.get(f["atype"]), names.get(f["btype"])
+    return f
+
+
+def decode_sdesc(desc: int) -> dict:
+    """The fields of a tcgen05 shared-memory matrix descriptor: start address >> 4 (bits 0-13), leading
+    byte offset >> 4 (16-29), stride byte offset >> 4 (32-45), the fixed value 0b001 (46-48), base
+    offset (49-51), LBO mode (52), swizzle (61-63: 0 none, 1 128B with 32B atoms, 2 128B, 4 64B, 6 32B)."""
+    return {"start": (desc & 0x3FFF) << 4, "lbo": ((desc >> 16) & 0x3FFF) << 4,
+            "sbo": ((desc >> 32) & 0x3FFF) << 4, "fixed": (desc >> 46) & 7, "base_offset": (desc >> 49) & 7,
+            "lbo_mode": (desc >> 52) & 1, "swizzle": (desc >> 61) & 7}
+
+
+_SWZ = {0: "none", 2: "128B", 4: "64B", 6: "32B"}
+_SPAN = {"none": 16, "32B": 32, "64B": 64, "128B": 128}
+
+
+def operand_addresses(desc: int, rows: int, kbytes: int) -> np.ndarray:
+    """Byte addresses (rows, kbytes) of a K-major operand described by `desc`, element byte k of row r:
+    no swizzle: start + (r // 8) * SBO + (k // 16) * LBO + (r % 8) * 16 + k % 16 (8 x 16-byte core
+    matrices); swizzled: start + (r // 8) * SBO + (r % 8) * span + k, then the swizzle XOR of the
+    address bits (judge.hw.tma.swizzle_offset)."""
+    from judge.hw import tma as _tma
+    d = decode_sdesc(desc)
+    sw = _SWZ[d["swizzle"]]
+    r = np.arange(rows)[:, None]
+    k = np.arange(kbytes)[None, :]
+    if sw == "none":
+        return d["start"] + (r // 8) * d["sbo"] + (k // 16) * d["lbo"] + (r % 8) * 16 + k % 16
+    return _tma.swizzle_offset(d["start"] + (r // 8) * d["sbo"] + (r % 8) * _SPAN[sw] + k, sw)
+
+
+def _decode_elems(raw: np.ndarray, fmt: str) -> np.ndarray:
+    """Bytes (rows, K * size) -> float64 values (rows, K)."""
+    if fmt == "bf16":
+        return (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if fmt == "f16":
+        return raw.view(np.float16).astype(np.float64)
+    if fmt == "tf32":                      # the low 13 mantissa bits are ignored
+        return (raw.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+    from judge.hw import formats
+    return formats.decode(raw, fmt)
+
+
+_ESIZE = {"bf16": 2, "f16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1}
+_KIND_K = {"kind::f16": 16, "kind::tf32": 8, "kind::f8f6f4": 32}
+
+
+@op("tcgen05.mma")
+def mma(m, ins):
+    """tcgen05.mma [d], adesc, bdesc, idesc, enable-input-d: one MMA per executing thread, computed now, landing at its commit."""
+    _unsupported_forms(ins)
+    p = ins.parts
+    kind = next((x for x in p if x.startswith("kind::")), None)
+    if kind not in _KIND_K or "block_scale" in p:
+        raise Unsupported(ins.op, f"tcgen05.mma {kind or ''} is not modelled (kind::f16, kind::tf32 and "
+                                  f"kind::f8f6f4 with FP8 inputs are)")
+    if "ws" in p or "sp" in p or any(x.startswith("collector") for x in p):
+        raise Unsupported(ins.op, "tcgen05.mma.ws / .sp / collector usage")
+    dop, aop, bop, iop = ins.args[:4]
+    rest = ins.args[4:]
+    if aop.kind == "addr":
+        raise Unsupported(ins.op, "tcgen05.mma with A in tensor memory")
+    if len(rest) != 1 or rest[0].kind == "vec":
+        raise Unsupported(ins.op, "disable-output-lane and scale-input-d")
+    eop = rest[0]
+    K = _KIND_K[kind]
+
+    def issue(ins, mask, full):
+        tc = state(m)
+        lanes = np.nonzero(mask)[0]
+        daddr = np.broadcast_to(np.asarray(m.rd(dop if dop.kind != "addr" else _reg(dop), "u32", ins)),
+                                (m.n,)).astype(np.int64)
+        ad = np.broadcast_to(np.asarray(m.rd(aop, "b64", ins)), (m.n,)).astype(np.uint64)
+        bd = np.broadcast_to(np.asarray(m.rd(bop, "b64", ins)), (m.n,)).astype(np.uint64)
+        idv = _u32(m, iop, ins)
+        en = np.broadcast_to(np.asarray(m.rd(eop, "pred", ins)), (m.n,))
+        issuers = len(lanes)
+        for t in lanes:                                  # one MMA per executing thread, in lane order
+            t = int(t)
+            c = int(m.cta[t])
+            cm = tc.cta[c]
+            f = decode_idesc(int(idv[t]), kind)
+            _check_idesc(m, ins, f, kind)
+            Mr, N = f["m"], f["n"]
+            a = int(daddr[t])
+            col, lane = a & 0xFFFF, a >> 16
+            if lane != 0:
+                m.fail("tcgen05-mma-address", ins, f"{m.tdesc(t)}'s tcgen05.mma at {m.where(ins)} writes D at "
+                       f"tensor-memory address 0x{a:08x} (lane {lane}): an M = 128 MMA of one CTA fills lanes 0..127, so the "
+                       f"lane field of [d_tmem] is 0")
+            if cm.allocation_of(col, col + N) is None:
+                _unallocated(m, ins, t, c, col, col + N, "tcgen05.mma writes")
+            first = c * m.nthr_cta + 32 * (int(m.lt[t]) // 32)
+            why = _unordered_read(m, tc, ins, c, np.array([t]), np.arange(first, first + 32),
+                                  np.arange(col, col + N),
+                                  f"the tcgen05.mma issued by {m.tdesc(t)} overwrites columns {col}..{col + N - 1}",
+                                  "overwritten while that read still runs (the epilogue of the previous tile)",
+                                  "the next tile's tcgen05.mma")
+            if why:
+                m.fail("tcgen05-mma-overwrite", ins, why)
+            A, wa = _operand(m, ins, t, c, int(ad[t]), Mr, K, f["a"], "A")
+            B, wb = _operand(m, ins, t, c, int(bd[t]), N, K, f["b"], "B")
+            if f["neg_a"]:
+                A = -A
+            if f["neg_b"]:
+                B = -B
+            prod = A @ B.T                                               # (M, N), exact in float64
+            cols = np.arange(col, col + N)
+            if bool(en[t]):
+                _stored_unwaited(m, ins, cm, np.arange(Mr), cols, f"the tcgen05.mma issued by {m.tdesc(t)}")
+                prev = cm.future[:Mr, col:col + N].view(np.float32).astype(np.float64)
+                d = (prev + prod).astype(np.float32)
+            else:
+                d = prod.astype(np.float32)
+            vals = d.view(np.uint32)
+            cm.future[:Mr, col:col + N] = vals
+            rec = TM.Mma(thread=t, pc=m.cur_pc, cta=c, cols=range(col, col + N), lanes=range(Mr),
+                         values=vals.copy(), words=(wa, wb), issuers=issuers, index=len(tc.ops))
+            tc.ops.append(rec)
+            cm.col_op[cols] = len(tc.ops) - 1
+            for words in (wa, wb):
+                m.bulk_reading[c, words] += 1
+            tc.uncommitted.setdefault(t, []).append(rec)
+            m.counts["tcgen05.mma"] += 1
+            m.counts["tcgen05.mma.flops"] += 2 * Mr * N * K
+            m.event("tcgen05.mma", thread=t, warp=int(m.lt[t]) // 32, block=c, col=col, n=N,
+                    accumulate=bool(en[t]))
+        if issuers > 1:
+            m.counts["tcgen05.mma.issued_by_several_threads"] += 1
+            note = (f"{issuers} threads executed the tcgen05.mma at {m.where(ins)} together: it is a single-thread "
+                    f"instruction, so each of them issued an MMA of its own, and "
+                    f"each tcgen05.commit tracks only its own thread's MMAs; let one thread issue them")
+            if not any("single-thread instruction" in x for x in tc.notes):
+                tc.notes.append(note)
+    return issue
+
+
+def _reg(a):
+    from judge.model.ptx import Operand
+    return Operand("reg", name=a.name)
+
+
+def _check_idesc(m, ins, f, kind):
+    if f["sparse"]:
+        raise Unsupported(ins.op, "sparse tcgen05.mma (instruction descriptor bit 2)")
+    if f["mn_a"] or f["mn_b"]:
+        raise Unsupported(ins.op, "MN-major operands (instruction descriptor bits 15-16)")
+    if f["dtype"] != 1:
+        raise Unsupported(ins.op, f"D format {f['dtype']} (only F32 accumulators, bits 4-5 = 1, are modelled)")
+    if f["a"] is None or f["b"] is None:
+        m.fail("tcgen05-idesc", ins, f"the instruction descriptor's A/B formats ({f['atype']}, {f['btype']}) "
+               f"are not formats of {kind}")
+        raise checks.abort(m, "tcgen05-idesc", ins, "operand format")
+    if f["a"] not in _ESIZE or f["b"] not in _ESIZE:
+        raise Unsupported(ins.op, f"{f['a']} x {f['b']} operands (FP6 / FP4 of kind::f8f6f4 are not modelled)")
+    if f["m"] == 64:
+        raise Unsupported(ins.op, "M = 64 (its data-path layout is not modelled)")
+    if f["m"] != 128 or f["n"] % 16 or not 16 <= f["n"] <= 256:
+        m.fail("tcgen05-idesc", ins, f"the instruction descriptor says M = {f['m']}, N = {f['n']}: a "
+               f".cta_group::1 MMA has M = 64 or 128 and N a multiple of 16 from 16 to 256 (bits 24-28 "
+               f"hold M >> 4, bits 17-22 N >> 3)")
+        raise checks.abort(m, "tcgen05-idesc", ins, "shape")
+
+
+def _operand(m, ins, t, c, desc, rows, K, fmt, what):
+    d = decode_sdesc(desc)
+    if d["fixed"] != 1:
+        m.fail("tcgen05-descriptor", ins, f"{m.tdesc(t)}'s shared-memory descriptor of {what} ({desc:#018x}) "
+               f"has {d['fixed']:#05b} in bits 46-48, which must hold the fixed value 0b001")
+    if d["base_offset"] or d["lbo_mode"]:
+        raise Unsupported(ins.op, "descriptor base offset / LBO mode other than 0")
+    if d["swizzle"] not in _SWZ:
+        raise Unsupported(ins.op, f"swizzle mode {d['swizzle']} of the shared-memory descriptor")
+    es = _ESIZE[fmt]
+    addr = operand_addresses(desc, rows, K * es).astype(np.int64)
+    if (addr < 0).any() or (addr + 1 > m.smem_size - 16).any():
+        m.fail("shared-bounds", ins, f"tcgen05.mma operand {what} (descriptor {desc:#018x}) reaches past the "
+               f"{m.smem_size - 16} bytes of shared memory")
+        raise checks.abort(m, "shared-bounds", ins, "tcgen05.mma operand out of shared memory")
+    words = np.unique(addr // 4)
+    checks.check_store_source(m, ins, t, c, words, f"tcgen05.mma operand {what} read (async proxy)")
+    raw = np.ascontiguousarray(m.sm[c, addr])                      # (rows, K * es) bytes
+    return _decode_elems(raw, fmt), words
+
+
+def _unallocated(m, ins, t, c, lo, hi, verb):
+    live = ", ".join(f"{n} columns at {b}" for b, n in sorted(state(m).cta[c].allocs.items())) or "none"
+    m.fail("tcgen05-unallocated", ins, f"{m.tdesc(t)}: {verb} tensor-memory columns {lo}..{hi - 1} at "
+           f"{m.where(ins)}, outside every live allocation of this CTA (live: {live}). Use the address "
+           f"tcgen05.alloc wrote to shared memory")
+    raise checks.abort(m, "tcgen05-unallocated", ins, "unallocated tensor memory")
+
+
+# ---------------------------------------------------------------------------- commit
+@op("tcgen05.commit")
+def commit(m, ins):
+    """tcgen05.commit [mbar]: the executing thread's uncommitted MMAs arrive once on mbar when they complete."""
+    _unsupported_forms(ins)
+    if "multicast::cluster" in ins.parts:
+        raise Unsupported(ins.op, "multicast commit")
+    aop = ins.args[0]
+
+    def track(ins, mask, full):
+        tc = state(m)
+        lanes = np.nonzero(mask)[0]
+        cta, off = completion.mbarrier_address(m, ins, aop, lanes)
+        for t, c, o in zip(lanes, cta, off):
+            t = int(t)
+            mb = completion.mbarrier_at(m, ins, (int(c), int(o)), t)
+            ops = tc.uncommitted.pop(t, [])
+            for r in ops:
+                r.committed = True
+            tc.commits.append(TM.Commit(thread=t, pc=m.cur_pc, mb=mb, ops=ops, snap=m.VC[t].copy(), time=m.gtime))
+            m.counts["tcgen05.commit"] += 1
+            m.event("tcgen05.commit", thread=t, warp=int(m.lt[t]) // 32, block=int(c), mbarrier=f"0x{int(o):x}",
+                    mmas=len(ops))
+    return track
+
+
+# ---------------------------------------------------------------------------- ld / st / wait / fence
+def _shape(ins):
+    p = ins.parts
+    if any(x.startswith("pack") or x.startswith("unpack") for x in p):
+        raise Unsupported(ins.op, ".pack::16b / .unpack::16b")
+    if "32x32b" not in p:
+        raise Unsupported(ins.op, "tcgen05.ld/st shapes other than .32x32b")
+    x = next((q for q in p if q.startswith("x") and q[1:].isdigit()), "x1")
+    return int(x[1:])
+
+
+def _uniform(m, ins, addr, ts, w, c, what):
+    v = addr[ts]
+    if (v != v[0]).any():
+        k = int(np.argmax(v != v[0]))
+        m.fail("tcgen05-uniform", ins,
+               f"the threads of warp {w}{_blk(m, c)} give {what} different tensor-memory addresses at "
+               f"{m.where(ins)}: {m.tdesc(ts[0])} 0x{int(v[0]):08x}, {m.tdesc(ts[k])} 0x{int(v[k]):08x}. The "
+               f"address is one per warp (the lane field names the warp's first lane; each thread gets lane "
+               f"+ its lane id): compute it from the warp id only")
+        raise checks.abort(m, "tcgen05-uniform", ins, "warp-varying tensor-memory address")
+
+
+def _access(m, ins, tc, c, w, ts, a, ncols, verb):
+    lane, col = a >> 16, a & 0xFFFF
+    q = w % 4
+    if lane != 32 * q:
+        m.fail("tcgen05-lane-quarter", ins,
+               f"warp {w}{_blk(m, c)} {verb} tensor-memory lanes {lane}..{lane + 31} at {m.where(ins)}, but warp "
+               f"{w} may reach only lanes {32 * q}..{32 * q + 31}: warp id % 4 = {q} picks its quarter of the 128 "
+               f"lanes. Address lane 32 * (warp % 4)")
+        raise checks.abort(m, "tcgen05-lane-quarter", ins, "lane quarter")
+    if tc.cta[c].allocation_of(col, col + ncols) is None:
+        _unallocated(m, ins, int(ts[0]), c, col, col + ncols, verb)
+    return lane, col
+
+
+@op("tcgen05.ld")
+def ld(m, ins):
+    """tcgen05.ld.sync.aligned.32x32b.xN: a warp reads N columns of its 32 lanes into N registers per thread."""
+    dst, aop = ins.args[:2]
+    items = dst.items if dst.kind == "vec" else [dst]
+    if not any(x in ins.parts for x in ("b32",)):
+        raise Unsupported(ins.op)
+    aop_r = _reg(aop) if aop.kind == "addr" else aop
+
+    def load(ins, mask, full):
+        tc = state(m)
+        nrep = _shape(ins)
+        if nrep != len(items):
+            raise Unsupported(ins.op, f".x{nrep} with {len(items)} registers")
+        addr = _u32(m, aop_r, ins) + (aop.value if aop.kind == "addr" else 0)
+        for c, w, ts in _warps(m, ins, mask, "tcgen05.ld"):
+            cm = tc.cta[c]
+            _uniform(m, ins, addr, ts, w, c, "tcgen05.ld")
+            lane, col = _access(m, ins, tc, c, w, ts, int(addr[ts[0]]), nrep, "reads")
+            cols = np.arange(col, col + nrep)
+            busy = cols[cm.col_op[cols] >= 0]
+            if len(busy):
+                r = tc.ops[int(cm.col_op[busy[0]])]
+                m.fail("tcgen05-ld-in-flight", ins,
+                       f"warp {w}{_blk(m, c)} reads tensor-memory column {int(busy[0])} with tcgen05.ld at "
+                       f"{m.where(ins)} while the tcgen05.mma issued by {m.tdesc(r.thread)} at "
+                       f"{m.where(m.k.code[r.pc])} may still be writing it: "
+                       + ("that MMA was never committed (tcgen05.commit)" if not r.committed else
+                          "the mbarrier arrival of its tcgen05.commit has not come")
+                       + ". Wait on the commit's mbarrier phase first")
+            vc = cm.col_done_vc[cols]
+            done = vc >= 0
+            if done.any():
+                j = int(np.argmax(done))
+                vcol, tdone = int(vc[j]), int(cm.col_done_t[cols[j]])
+                know = m.VC[ts, vcol] >= tdone
+                if not know.all():
+                    t = int(ts[int(np.argmin(know))])
+                    m.fail("tcgen05-visibility", ins,
+                           f"{m.tdesc(t)} reads the MMA result in column {int(cols[j])} with tcgen05.ld at "
+                           f"{m.where(ins)} without having observed the mbarrier phase its tcgen05.commit "
+                           f"completed (nor synchronized with a thread that did): wait on that mbarrier "
+                           f"phase, then tcgen05.fence::after_thread_sync")
+                elif (tc.fence_after[ts] < tdone).any():
+                    t = int(ts[int(np.argmax(tc.fence_after[ts] < tdone))])
+                    m.fail("tcgen05-fence-after", ins,
+                           f"{m.tdesc(t)} reads the MMA result in column {int(cols[j])} with tcgen05.ld at "
+                           f"{m.where(ins)} with no tcgen05.fence::after_thread_sync between its wait on the "
+                           f"commit's mbarrier (or the barrier after it) and this read: the fence orders "
+                           f"tcgen05 operations after a thread synchronization")
+            rows = lane + (m.lt[ts] % 32)
+            _stored_unwaited(m, ins, cm, rows, cols, f"warp {w}{_blk(m, c)}'s tcgen05.ld")
+            vals = cm.cells[rows[:, None], cols[None, :]]               # (32, nrep)
+            wmask = np.zeros(m.n, bool)
+            wmask[ts] = True
+            for j, it in enumerate(items):
+                v = np.zeros(m.n, np.uint32)
+                v[ts] = vals[:, j]
+                m.wr(it, v, wmask, False, internal=True)
+                if it.kind == "reg":
+                    pm = tc.ld_pending.setdefault(it.name, np.zeros(m.n, bool))
+                    pm[ts] = True
+                    tc.ld_pending_pc[it.name] = m.cur_pc
+                    tt = m.taint.setdefault(it.name, np.zeros(m.n, bool))
+                    tt[ts] = True
+            cm.reads[col:col + nrep, ts] = m.gtime
+            for t in ts:
+                cm.read_pc[int(t)] = m.cur_pc
+            m.counts["tcgen05.ld"] += 1
+            m.counts["tcgen05.ld.bytes"] += 4 * nrep * len(ts)
+            m.event("tcgen05.ld", warp=w, block=c, lane=lane, col=col, ncols=nrep)
+    return load
+
+
+def _stored_unwaited(m, ins, cm, rows, cols, who):
+    """Cells a tcgen05.st wrote may be read (ld, or an MMA accumulating on them) only after the storing
+    warp's tcgen05.wait::st."""
+    pend = cm.st_warp[rows[:, None], cols[None, :]]
+    if (pend >= 0).any():
+        i, j = np.argwhere(pend >= 0)[0]
+        w = int(pend[i, j])
+        m.fail("tcgen05-wait-st", ins,
+               f"{who} at {m.where(ins)} reads tensor-memory lane {int(rows[i])}, column {int(cols[j])}, which "
+               f"warp {w}'s tcgen05.st at {m.where(m.k.code[cm.st_pc.get(w, m.cur_pc)])} writes asynchronously: "
+               f"that warp must execute tcgen05.wait::st (and then synchronize with the reader) first")
+
+
+@op("tcgen05.st")
+def st(m, ins):
+    """tcgen05.st.sync.aligned.32x32b.xN: a warp writes N registers per thread into its 32 lanes."""
+    aop, src = ins.args[:2]
+    items = src.items if src.kind == "vec" else [src]
+    aop_r = _reg(aop) if aop.kind == "addr" else aop
+
+    def store(ins, mask, full):
+        tc = state(m)
+        nrep = _shape(ins)
+        if nrep != len(items):
+            raise Unsupported(ins.op, f".x{nrep} with {len(items)} registers")
+        addr = _u32(m, aop_r, ins) + (aop.value if aop.kind == "addr" else 0)
+        vals = [np.broadcast_to(np.asarray(m.rd(it, "b32", ins)), (m.n,)) for it in items]
+        for c, w, ts in _warps(m, ins, mask, "tcgen05.st"):
+            cm = tc.cta[c]
+            _uniform(m, ins, addr, ts, w, c, "tcgen05.st")
+            lane, col = _access(m, ins, tc, c, w, ts, int(addr[ts[0]]), nrep, "writes")
+            rows = lane + (m.lt[ts] % 32)
+            for j, v in enumerate(vals):
+                cm.cells[rows, col + j] = v[ts]
+                cm.future[rows, col + j] = v[ts]
+            cm.st_warp[rows[:, None], np.arange(col, col + nrep)[None, :]] = w
+            cm.st_pc[w] = m.cur_pc
+            m.counts["tcgen05.st"] += 1
+    return store
+
+
+@op("tcgen05.wait::ld")
+def wait_ld(m, ins):
+    """tcgen05.wait::ld: the warp's tcgen05.ld registers become usable."""
+    def wait_loads(ins, mask, full):
+        tc = state(m)
+        for c, w, ts in _warps(m, ins, mask, "tcgen05.wait::ld"):
+            for name in list(tc.ld_pending):
+                tc.ld_pending[name][ts] = False
+                if not tc.ld_pending[name].any():
+                    del tc.ld_pending[name]
+            m.counts["tcgen05.wait::ld"] += 1
+    return wait_loads
+
+
+@op("tcgen05.wait::st")
+def wait_st(m, ins):
+    """tcgen05.wait::st: the warp's tcgen05.st have completed."""
+    def wait_stores(ins, mask, full):
+        tc = state(m)
+        for c, w, ts in _warps(m, ins, mask, "tcgen05.wait::st"):
+            cm = tc.cta[c]
+            cm.st_warp[cm.st_warp == w] = -1
+            m.counts["tcgen05.wait::st"] += 1
+    return wait_stores
+
+
+@op("tcgen05.fence::before_thread_sync")
+def fence_before(m, ins):
+    """tcgen05.fence::before_thread_sync: orders earlier tcgen05 operations before the next synchronization."""
+    def mark_before(ins, mask, full):
+        state(m).fence_before[mask] = m.gtime
+    return mark_before
+
+
+@op("tcgen05.fence::after_thread_sync")
+def fence_after(m, ins):
+    """tcgen05.fence::after_thread_sync: orders later tcgen05 operations after the last synchronization."""
+    def mark_after(ins, mask, full):
+        state(m).fence_after[mask] = m.gtime
+    return mark_after
+
+
+@op("tcgen05")
+def other(m, ins):
+    """Any other tcgen05 instruction: Unsupported, never a verdict."""
+    raise Unsupported(ins.op, "this tcgen05 instruction is not modelled (tcgen05.cp, tcgen05.shift, ...)")
