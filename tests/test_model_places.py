@@ -253,3 +253,10 @@ def test_inside_the_cuda_toolkits_headers_only_the_function_the_code_called_is_n
     assert ptx.place(mod, ins, "mine.cu") == (
         "cuda_pipeline_primitives.h:69 (in __pipeline_memcpy_async), called from mine.cu:30 (in load_tile, "
         "inlined at line 71)")
+
+
+def test_the_place_of_an_unsupported_instruction_survives_pickling():
+    import pickle
+    e = model.Unsupported("brkpt").at("mine.cu:4 [PTX line 20: brkpt]")
+    back = pickle.loads(pickle.dumps(e))
+    assert str(back) == str(e) == "the CPU model does not support `brkpt` (at mine.cu:4 [PTX line 20: brkpt])"

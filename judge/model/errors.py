@@ -37,6 +37,7 @@ class Unsupported(Exception):
     def at(self, where: str) -> "Unsupported":
         """Name the place (judge.model.state.Machine.where) where the model met it, unless one is named."""
         self.where = self.where or where
+        self.args = (self.instruction, self.why, self.where)     # a pickled copy keeps the place too
         return self
 
     def __str__(self):
