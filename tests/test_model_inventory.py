@@ -4,9 +4,10 @@ the CPU model runs (or a named, expected gap).
 Run: PYTHONPATH=$PWD .venv/bin/python -m pytest tests/test_model_inventory.py -q   (compiles ~100 files
 through NVRTC the first time; the build cache makes later runs fast)
 
-Each .cu under chapters/ and exercises/ (starters aside: they are generated and unfinished) is
-compiled for the target its `// judge: target=` line declares (a fixture without the line takes its
-exercise's solution's), with the line's defines. Its PTX is read with the model's own reader
+Each .cu under chapters/ and exercises/ (starters aside: they are generated and unfinished), and each
+fixture stored as a patch against its solution (NAME.cu.patch, made into NAME.cu by
+judge.grading.fixtures.resolve), is compiled for the target its `// judge: target=` line declares (a
+fixture without the line takes its exercise's solution's), with the line's defines. Its PTX is read with the model's own reader
 (judge.model.ptx), and each instruction is given to the factory that judge.model.registry finds
 for it: no factory, or a factory that raises Unsupported for that form, is a gap. A SKIP for an
 instruction the model lacks is not a verdict: the gap is to be closed.
@@ -20,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from judge.gpu import build
+from judge.grading import fixtures
+from judge.grading.patches import PATCH_SUFFIX
 from judge.model import errors, ptx, registry
 from judge.model import state as model_state
 
@@ -47,14 +50,22 @@ def _compile_error_fixtures() -> set[Path]:
 
 
 def _kernel_files() -> list[Path]:
-    files = sorted(p for d in ("chapters", "exercises") for p in (ROOT / d).rglob("*.cu"))
+    """Every kernel file by the path the course names it by: a patched fixture as fixtures/NAME.cu."""
+    files = {p for d in ("chapters", "exercises") for p in (ROOT / d).rglob("*.cu")}
+    files |= {p.with_name(p.name.removesuffix(PATCH_SUFFIX))
+              for d in ("chapters", "exercises") for p in (ROOT / d).rglob("*.cu" + PATCH_SUFFIX)}
     broken = _compile_error_fixtures()
-    return [p for p in files if p.name != "starter.cu" and p not in broken]
+    return sorted(p for p in files if p.name != "starter.cu" and p not in broken)
+
+
+def _source(path: Path) -> Path:
+    """The file that holds the kernel: the path itself, or the solution with the fixture's patch applied."""
+    return Path(fixtures.resolve(path))
 
 
 def _judge_line(path: Path) -> dict:
     try:
-        return build.judge_line(path)
+        return build.judge_line(_source(path))
     except ValueError:
         sol = path.parent.parent / "solution.cu" if path.parent.name == "fixtures" else None
         if sol is not None and sol.exists():
@@ -66,7 +77,7 @@ def _judge_line(path: Path) -> dict:
 def _instructions(path: Path) -> dict[str, str]:
     """{PTX instruction text form: first PTX line using it} -> per distinct dotted name."""
     spec = _judge_line(path)
-    b = build.compile(path, target=spec["target"], defines=spec["defines"])
+    b = build.compile(_source(path), target=spec["target"], defines=spec["defines"])
     mod = ptx.parse(b.ptx)
     out = {}
     for k in mod.kernels.values():
@@ -98,7 +109,16 @@ FILES = _kernel_files()
 
 def test_the_course_has_kernels_to_inventory():
     assert len(FILES) > 50
-    assert any("tcgen05" in p.read_text() for p in FILES)
+    assert any("tcgen05" in _source(p).read_text() for p in FILES)
+
+
+def test_fixtures_stored_as_patches_are_inventoried_as_the_files_they_make():
+    patched = [p for p in FILES if not p.exists()]
+    assert patched, "no fixture is stored as a patch: the inventory of patched fixtures tests nothing"
+    for p in patched:
+        assert (p.parent / (p.name + PATCH_SUFFIX)).exists(), p
+        made = _source(p)
+        assert made != p and made.name == p.name and made.exists(), f"{p}: resolved to {made}"
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -183,25 +183,31 @@ def cite(rule: str) -> str:
     return f"(PTX ISA, {r.section}: {r.rule})"
 
 
-def fail(m, rule: str, ins, message: str) -> None:
-    """Record a Violation of `rule` at instruction `ins` (raised at once when the run is strict)."""
+def _violation(m, rule: str, ins, message: str) -> Violation:
+    """The Violation of `rule` at `ins`: the message, the place (m.where: the source line the instruction
+    came from, and its PTX line) unless the message names it already, then the rule's citation."""
     if rule not in RULES:
         raise KeyError(f"rule {rule!r} has no entry in judge.model.checks.RULES")
+    where = m.where(ins)
+    placed = message if where in message else f"{message} (at {where})"
+    return Violation(rule, where, f"{placed} {cite(rule)}")
+
+
+def fail(m, rule: str, ins, message: str) -> None:
+    """Record a Violation of `rule` at instruction `ins` (raised at once when the run is strict)."""
     tc = getattr(m, "tc", None)
     if tc is not None and tc.notes:               # what the tcgen05 model saw that explains the failure
         message += ". Note: " + "; ".join(tc.notes)
-    v = Violation(rule, m.where(ins), f"{message} {cite(rule)}")
+    v = _violation(m, rule, ins, message)
     m.violations.append(v)
-    m.event("violation", rule=rule, where=m.where(ins))
+    m.event("violation", rule=rule, where=v.where)
     if m.strict:
         raise v
 
 
 def abort(m, rule: str, ins, message: str) -> Violation:
     """The Violation that ends a run which cannot go on (after fail() recorded the details)."""
-    if rule not in RULES:
-        raise KeyError(f"rule {rule!r} has no entry in judge.model.checks.RULES")
-    return Violation(rule, m.where(ins), f"{message} {cite(rule)}")
+    return _violation(m, rule, ins, message)
 
 
 # ---------------------------------------------------------------------------- vector clocks

@@ -5,17 +5,22 @@
     k = mod.kernels["sgemm_pipelined"]      # .code: [Instr], .labels, .params, .shared, .regs
 
 Each Instr keeps its PTX line and its source location chain from the `.loc` directives
-(builds use -lineinfo): `.loc 3 201 13, ..., inlined_at 3 219 9` chains are followed up to
-the kernel's own line, so a message can name the learner's line, not a CUDA header's.
+(builds use -lineinfo): `.loc 2 62 3, function_name $L__info_string0, inlined_at 1 4 5` chains are
+followed out to the kernel's own line, with the name of the function each line is in (read from the
+.debug_str section), so a message can name the header line and the learner's line that called it
+(judge.model.state.Machine.where; the file names are Module.files, from the `.file` directives).
 Inline-asm scopes (`{ .reg .pred p; ... }`) get their registers renamed per scope.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_LOC = re.compile(r"\.loc\s+(\d+)\s+(\d+)\s+(\d+)(?:.*?inlined_at\s+(\d+)\s+(\d+)\s+(\d+))?")
+_LOC = re.compile(r"\.loc\s+(\d+)\s+(\d+)\s+(\d+)(?:.*?function_name\s+([\w$]+))?"
+                  r"(?:.*?inlined_at\s+(\d+)\s+(\d+)\s+(\d+))?")
+_INFO_STRING = re.compile(r"^\s*([\w$]+):\s*\n((?:\s*\.b8\s+[\d,\s]+\n)+)", re.M)
 _FILE = re.compile(r'\.file\s+(\d+)\s+"([^"]*)"')
 _REGDECL = re.compile(r"\.reg\s+(?:\.v\d\s+)?\.(\w+)\s+(.+)")
 _VARDECL = re.compile(r"\.(shared|global|const|local)\s+(.*?)([\w$.]+)\s*(?:\[(\d*)\])?\s*(?:=\s*(.+))?$", re.S)
@@ -49,6 +54,7 @@ class Instr:
     line: int                 # PTX line (1-based)
     loc: tuple                # ((file, line), ...) innermost first
     text: str
+    funcs: tuple = ()         # the function each loc entry lies in (demangled; "" where the PTX names none)
 
     def has(self, *mods) -> bool:
         """Does the opcode carry every one of these modifiers?"""
@@ -210,6 +216,33 @@ def _parse_var(text: str) -> Var | None:
     return Var(space, name, n * esize, int(al.group(1)) if al else esize, data, extern)
 
 
+def demangle(name: str) -> str:
+    """The qualified name of an Itanium-mangled C++ function (`_ZN3tma4waitEPyj` -> `tma::wait`), its
+    parameter types left out; template arguments are shown as <...>; any other name as it is."""
+    if not name.startswith("_Z"):
+        return name
+    i = 2 + (name[2:3] == "L")
+    nested = name[i:i + 1] == "N"
+    i += nested
+    while name[i:i + 1] in ("K", "V", "r"):
+        i += 1
+    parts = []
+    while i < len(name) and name[i].isdigit():
+        j = i
+        while name[j].isdigit():
+            j += 1
+        n = int(name[i:j])
+        parts.append(name[j:j + n])
+        i = j + n
+        if name[i:i + 1] == "I":
+            parts[-1] += "<...>"
+            break
+        if not nested:
+            break
+    parts = [p for p in parts if not p.startswith(("_INTERNAL_", "_GLOBAL__N"))]   # anonymous namespaces
+    return "::".join(parts) if parts and all(parts) else name
+
+
 def parse(text: str) -> Module:
     """Read PTX text into a Module (the model's one PTX reader)."""
     files = {int(a): b for a, b in _FILE.findall(text)}
@@ -217,7 +250,11 @@ def parse(text: str) -> Module:
     kernels, mvars = {}, []
     i = 0
     cur_loc: tuple = ()
-    parents: dict = {}
+    cur_funcs: tuple = ()
+    parents: dict = {}           # (file, line, column) -> the (file, line, column) it was inlined at
+    func_of: dict = {}           # (file, line, column) -> the function that line lies in
+    names = {lab: demangle(bytes(int(b) for b in re.findall(r"\d+", body.replace(".b8", ""))).split(b"\0")[0].decode(errors="replace"))
+             for lab, body in _INFO_STRING.findall(text)}
     while i < len(lines):
         raw = _COMMENT.sub("", lines[i]).strip()
         if ".entry" in raw:
@@ -260,18 +297,16 @@ def parse(text: str) -> Module:
                     m = _LOC.match(s)
                     here = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
                     if m.group(4):
-                        par = (int(m.group(4)), int(m.group(5)), int(m.group(6)))
-                        parents[here] = par
-                        chain = [here[:2]]
-                        seen = 0
-                        p = par
-                        while p is not None and seen < 32:
-                            chain.append(p[:2])
+                        func_of[here] = names.get(m.group(4), m.group(4))
+                    chain = [here]
+                    if m.group(5):
+                        parents[here] = (int(m.group(5)), int(m.group(6)), int(m.group(7)))
+                        p = parents[here]
+                        while p is not None and len(chain) < 32:
+                            chain.append(p)
                             p = parents.get(p)
-                            seen += 1
-                        cur_loc = tuple(chain)
-                    else:
-                        cur_loc = (here[:2],)
+                    cur_loc = tuple(c[:2] for c in chain)
+                    cur_funcs = tuple(func_of.get(c, "") for c in chain)
                     j += 1
                     continue
                 if s.startswith(".file") or s.startswith(".pragma") or not s:
@@ -291,7 +326,7 @@ def parse(text: str) -> Module:
                         buf = ""
                         pos = ch_i + 1
                         if stmt:
-                            _stmt(k, stmt, scopes, j + 1, cur_loc)
+                            _stmt(k, stmt, scopes, j + 1, cur_loc, cur_funcs)
                         if ch == "{":
                             depth += 1
                             if not first:
@@ -327,7 +362,7 @@ def parse(text: str) -> Module:
     return Module(kernels, mvars, files)
 
 
-def _stmt(k: Kernel, stmt: str, scopes: _Scopes, line: int, loc: tuple):
+def _stmt(k: Kernel, stmt: str, scopes: _Scopes, line: int, loc: tuple, funcs: tuple = ()):
     s = stmt.strip()
     lab = re.match(r"([\w$]+):\s*(.*)$", s, re.S)
     if lab and not s.startswith("."):
@@ -363,4 +398,79 @@ def _stmt(k: Kernel, stmt: str, scopes: _Scopes, line: int, loc: tuple):
     # a branch target is a label, not a symbol
     if op.startswith(("bra", "call")):
         args = [Operand("label", name=a.name) if a.kind == "sym" else a for a in args]
-    k.code.append(Instr(op, _split_op(op), args, guard, line, loc, " ".join(stmt.split())))
+    k.code.append(Instr(op, _split_op(op), args, guard, line, loc, " ".join(stmt.split()), funcs))
+
+
+# ------------------------------------------------------------------------------ where an instruction came from
+COURSE_DIRS = ("judge", "chapters", "exercises")     # the course's top folders that hold CUDA files
+
+
+def _label(path: str, learner: str) -> tuple[str, bool]:
+    """(how a message names this .file, whether it is a header of the CUDA toolkit)."""
+    pp = PurePosixPath(path.replace("\\", "/"))
+    if pp.name == learner:
+        return learner, False
+    parts = pp.parts
+    course = [i for i, p in enumerate(parts[:-1]) if p in COURSE_DIRS]
+    if course:
+        return str(PurePosixPath(*parts[course[-1]:])), False
+    if "include" in parts[:-1]:
+        last = len(parts) - 1 - parts[::-1].index("include")
+        return str(PurePosixPath(*parts[last + 1:])), True
+    return pp.name, False
+
+
+def file_label(path: str, learner: str) -> str:
+    """How a message names a `.file` of the PTX: the learner's file by its own name (`learner`, the file
+    the build compiled), a file of the course by its path from the course's top folder
+    (`judge/include/tma.cuh`, `chapters/03_clusters/x.cuh`), a CUDA header by its path under include/,
+    anything else by its name. (Builds name the course's headers by their path in the course in #line
+    markers, and NVRTC prefixes the folder it ran in, which need not be the course's.)"""
+    return _label(path, learner)[0]
+
+
+def place(mod: Module, ins: Instr, learner: str) -> str:
+    """The source line an instruction came from, in words, innermost first; "" when the PTX has no .loc.
+
+    k.cu:8                                              the learner's own line
+    k.cu:44 (in load_tile, inlined at line 74)          a function of the learner's file, inlined
+    judge/include/tma.cuh:62 (in tma::mbar_init), called from k.cu:4
+    judge/include/tma.cuh:96 (in tma::try_wait, called from line 106 in tma::wait), called from k.cu:7
+    judge/include/tma.cuh:84 (in tma::arrive), called from k.cu:40 (in produce, inlined at line 74)
+    judge/include/tma.cuh:62 (in tma::mbar_init; inside the header: the PTX names no line that called it)
+
+    A line inside a header is the header's (its path and line), never the learner file's; the learner's
+    line that called into it comes from the `.loc ... inlined_at` chain when the PTX gives one."""
+    if not ins.loc:
+        return ""
+    funcs = tuple(ins.funcs) + ("",) * (len(ins.loc) - len(ins.funcs))
+    frames = [(f, ln, fn) for (f, ln), fn in zip(ins.loc, funcs)]
+    named = {f: _label(mod.files.get(f, f"file {f}"), learner) for f, _, _ in frames}
+    labels = {f: lab for f, (lab, _) in named.items()}
+    # inside the CUDA toolkit's own headers only the function the course's code called is named
+    tk = {f: toolkit for f, (_, toolkit) in named.items()}
+    frames = [fr for i, fr in enumerate(frames) if not tk[fr[0]] or i + 1 == len(frames) or not tk[frames[i + 1][0]]]
+    mine = next((i for i, (f, _, _) in enumerate(frames) if labels[f] == learner), None)
+
+    def inlined(fn, outer):             # " (in f, inlined at line 71, line 80)" for frames further out
+        at = ", ".join(f"line {ln}" if labels[f] == learner else f"{labels[f]}:{ln}" for f, ln, _ in outer)
+        return f" ({'in ' + fn + ', ' if fn else ''}inlined at {at})" if outer else ""
+
+    f0, l0, fn0 = frames[0]
+    text = f"{labels[f0]}:{l0}"
+    if mine == 0:
+        return text + inlined(fn0, frames[1:])
+    detail = [f"in {fn0}"] if fn0 else []
+    prev = f0
+    for f, ln, fn in frames[1:mine]:
+        detail.append(f"called from {'line ' + str(ln) if f == prev else labels[f] + ':' + str(ln)}"
+                      + (f" in {fn}" if fn else ""))
+        prev = f
+    if mine is None:
+        if not labels[f0].endswith(".cu"):
+            detail.append("inside the header: the PTX names no line that called it")
+        return text + (f" ({', '.join(detail[:-1])}; {detail[-1]})" if len(detail) > 1
+                       else f" ({detail[0]})" if detail else "")
+    _, lm, fnm = frames[mine]
+    return text + (f" ({', '.join(detail)})" if detail else "") + f", called from {learner}:{lm}" \
+        + inlined(fnm, frames[mine + 1:])

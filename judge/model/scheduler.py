@@ -24,8 +24,12 @@ from judge.model.errors import Hang, Unsupported
 def run_cluster(m, cluster_origin):
     """Run every thread of the cluster whose first block is at cluster_origin, to its end."""
     m.begin_cluster(cluster_origin)
-    execute(m)
-    finish(m)
+    try:
+        execute(m)
+        finish(m)
+    except Unsupported as e:           # name the learner's line of the instruction the model lacks
+        e.at(m.where(m.k.code[min(m.cur_pc, len(m.k.code) - 1)]))
+        raise
 
 
 # instructions that cannot change which threads run next (no branch, barrier, wait or arrival)
@@ -91,7 +95,7 @@ def handler_for(m, ins):
     dotted prefix of its name (judge.model.registry). An unknown instruction is Unsupported."""
     factory = registry.lookup(ins.parts)
     if factory is None:
-        raise Unsupported(ins.op, f"PTX line {ins.line}: {ins.text}")
+        raise Unsupported(ins.op, where=m.where(ins))
     return factory(m, ins)
 
 
@@ -166,7 +170,7 @@ def _everyone_blocked(m):
         else:
             msg = f"{len(who)} threads blocked ({kind})"
             graph.append({"waiters": who.tolist(), "on": kind})
-        lines.append(msg)
+        lines.append(msg + m.waits_at(who))
     raise Hang("every live thread is blocked:\n  " + "\n  ".join(lines), graph)
 
 def release_barrier(m, key, ins):

@@ -43,6 +43,19 @@ def types(parts):
     return [p for p in parts if p in TYPES]
 
 
+class _Waits(dict):
+    """thread -> (kind, key) it is blocked on, as the instruction families record it; `at` keeps the
+    instruction (PC) each thread blocked at, so a Hang names the line where the threads wait."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m, self.at = m, {}
+
+    def __setitem__(self, t, why):
+        super().__setitem__(t, why)
+        self.at[t] = self.m.cur_pc
+
+
 class Machine:
     """One launch's machine: the module's memory and parameters, and one cluster's threads at a time."""
 
@@ -59,9 +72,7 @@ class Machine:
         self.counts = Counter()
         self.timeline = []
         self.violations = []
-        self.source_name = source_name
-        self.main_files = {n for n, p in module.files.items()
-                           if "site-packages" not in p and "/include/" not in p.replace("judge/include", "")}
+        self.source_name = source_name             # the learner's file as messages name it
         self.cluster_explicit = tuple(cluster) != (1, 1, 1)   # %is_explicit_cluster
         self.tma_loads = []          # TMA/bulk loads waiting for their mbarrier phase (judge.model.completion)
         self._setup_globals(args)
@@ -166,17 +177,17 @@ class Machine:
 
     # ------------------------------------------------------------------ where, and the report
     def where(self, ins) -> str:
-        """The learner's source line (through inlining) and the PTX line of an instruction."""
-        src = ""
-        if ins.loc:
-            chain = [(f, l) for f, l in ins.loc]
-            mine = [(f, l) for f, l in chain if f in self.main_files]
-            if mine:
-                f, l = mine[0]
-                src = f"{self.source_name}:{l}"
-                if len(mine) > 1:
-                    src += " (inlined at line " + ", line ".join(str(x[1]) for x in mine[1:]) + ")"
+        """Where an instruction came from: its source line (judge.model.ptx.place: the learner's file and
+        line, or a header's line and the learner's line that called it) and its PTX line."""
+        src = _ptx.place(self.mod, ins, self.source_name)
         return f"{src} [PTX line {ins.line}: {ins.text}]" if src else f"PTX line {ins.line}: {ins.text}"
+
+    def waits_at(self, threads) -> str:
+        """' (at PLACE)' for the instruction(s) where these blocked threads wait (for a Hang's message)."""
+        pcs = Counter(self.block_why.at[int(t)] for t in threads if int(t) in self.block_why.at)
+        if not pcs:
+            return ""
+        return " (at " + "; ".join(self.where(self.k.code[p]) for p, _ in pcs.most_common(2)) + ")"
 
     def fail(self, rule, ins, message):
         """Record (strict: raise) a Violation of a rule of judge.model.checks.RULES."""
@@ -253,7 +264,7 @@ class Machine:
         self.pc = np.zeros(n, np.int64)
         self.alive = np.ones(n, bool)
         self.blocked = np.zeros(n, bool)
-        self.block_why = {}                   # thread -> (kind, key): what it waits on, for the Hang
+        self.block_why = _Waits(self)         # thread -> (kind, key): what it waits on, for the Hang
         self.cur_mask = np.ones(n, bool)      # the threads executing the current instruction
         self.steps = 0
         self.cur_pc = 0
