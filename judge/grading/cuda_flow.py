@@ -116,11 +116,12 @@ def _first_failure(comps):
 def draw_case(spec: dict, rng) -> dict:
     """One concrete case from a case family: a number stays, a list gives one of its values, a table
     {min, max, step} one of range(min, max + 1, step); drawn with `rng` (fresh per run)."""
+    from collections.abc import Mapping
     out = {}
     for k, v in spec.items():
-        if isinstance(v, list):
+        if isinstance(v, (list, tuple)):       # exercise.toml read-only gives tuples for lists
             v = v[int(rng.integers(len(v)))]
-        elif isinstance(v, dict):
+        elif isinstance(v, Mapping):
             lo, hi, step = int(v["min"]), int(v["max"]), int(v.get("step", 1))
             v = lo + step * int(rng.integers((hi - lo) // step + 1))
         out[k] = v
