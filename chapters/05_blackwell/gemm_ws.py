@@ -111,3 +111,52 @@ def run_on_model(M: int = 256, N: int = 256, K: int = 256, *, ctas: int = 2, bn:
     ok = bool(not np.isnan(c).any() and err <= tol)
     return {"c": c, "ref": ref, "max_abs_err": err, "tol": tol, "ok": ok,
             "tiles": (M // BM) * (N // bn), "report": rep}
+
+
+def issue_order(report, bn: int = 128) -> dict[str, list[tuple[int, int]]]:
+    """A one-CTA model run's timeline as rows of (model step, tile) for drawing: the TMA loads (tile -1: not
+    told apart), the MMAs into each accumulator buffer and the tcgen05.ld from each. Model steps give the
+    ORDER in which the model ran things (lowest PC first), not hardware time."""
+    rows = {"TMA loads": [], "MMA -> acc 0": [], "MMA -> acc 1": [], "tcgen05.ld <- acc 0": [],
+            "tcgen05.ld <- acc 1": []}
+    ev = report.timeline
+    base = min(e["col"] for e in ev if e["kind"] == "tcgen05.mma")
+    tile_of_buf = {0: -2, 1: -1}                       # buffer b holds tiles b, b + 2, ...
+    for e in ev:
+        if e["kind"] == "tcgen05.mma":
+            buf = (e["col"] - base) // bn
+            if not e["accumulate"]:                    # a tile's first MMA overwrites D
+                tile_of_buf[buf] += 2
+            rows[f"MMA -> acc {buf}"].append((e["t"], tile_of_buf[buf]))
+        elif e["kind"] == "tcgen05.ld":
+            buf = (e["col"] - base) // bn
+            rows[f"tcgen05.ld <- acc {buf}"].append((e["t"], tile_of_buf[buf]))
+        elif e["kind"] == "tma.load":
+            rows["TMA loads"].append((e["t"], -1))
+    return rows
+
+
+# Published figures for the roofline ESTIMATE (no B200 was measured): NVIDIA's HGX B200 specifications, per GPU
+# at 1000 W, as summarized at https://glennklockwood.com/garden/processors/B200 : dense BF16 tensor-core math
+# 2250 TFLOPS (4500 with 2:4 sparsity, which a GEMM does not use), HBM3e 8 TB/s.
+B200_BF16_DENSE_TFLOPS = 2250.0
+B200_HBM_TBPS = 8.0
+
+
+def roofline_estimate(M: int, N: int, K: int, bn: int = 128) -> dict:
+    """Time bounds of C (fp32) = A (bf16) B^T (bf16) on a B200 from the published peaks: an ESTIMATE.
+
+    compute bound: 2MNK / peak. Memory, two cases: every byte once (A, B read, C written: the best L2 reuse
+    can do) and every tile's slices fetched from HBM anew (no L2 reuse at all: (M/128)(N/bn)(K/64) slots of
+    (128 + bn) x 64 bf16, plus C)."""
+    flops = 2.0 * M * N * K
+    once = 2.0 * (M * K + N * K) + 4.0 * M * N
+    no_reuse = (M // BM) * (N // bn) * (K // BK) * (BM + bn) * BK * 2.0 + 4.0 * M * N
+    t_math = flops / (B200_BF16_DENSE_TFLOPS * 1e12)
+    t_once, t_none = once / (B200_HBM_TBPS * 1e12), no_reuse / (B200_HBM_TBPS * 1e12)
+    ridge = B200_BF16_DENSE_TFLOPS / B200_HBM_TBPS
+    return {"M=N=K": M if M == N == K else f"{M}x{N}x{K}", "FLOP/byte (once)": flops / once,
+            "FLOP/byte (no L2 reuse)": flops / no_reuse, "ridge FLOP/byte": ridge,
+            "math ms": 1e3 * t_math, "HBM ms (once)": 1e3 * t_once, "HBM ms (no L2 reuse)": 1e3 * t_none,
+            "bound TFLOPS (once)": flops / max(t_math, t_once) / 1e12,
+            "bound TFLOPS (no L2 reuse)": flops / max(t_math, t_none) / 1e12}
