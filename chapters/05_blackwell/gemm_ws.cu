@@ -61,7 +61,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_ws(
     float* __restrict__ C, int M, int N, int K) {
   extern __shared__ unsigned char smem_raw[];
   // RULE: a 128B-swizzled TMA destination (and the MMA descriptor's base offset 0) needs the slot
-  // on a 1024-byte boundary; the dynamic shared base is only 16-byte aligned, so align by hand.
+  // on a 1024-byte boundary; dynamic shared memory is guaranteed only 16-byte alignment, so align by hand.
   unsigned char* ring = smem_raw + ((1024 - (tc::smem(smem_raw) & 1023)) & 1023);
   unsigned long long* bars = reinterpret_cast<unsigned long long*>(ring + STAGES * (A_BYTES + B_BYTES));
   unsigned long long* full = bars;                       // [STAGES]
@@ -113,6 +113,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_ws(
         tma::load_2d(sa + A_BYTES, &map_b, kb * BK, n0, &full[s]);
       }
     }
+    // Tail: wait (as for a next load) until each slot's last commit has arrived, so that no tcgen05.commit
+    // arrival is still on its way to this CTA's shared memory when the CTA exits.
+    for (int i = 0; i < STAGES; ++i, ++it) tma::wait(&empty[it % STAGES], ((it / STAGES) & 1) ^ 1);
   } else if (warp == 1 && lane == 0) {
     // ---------------------------------------------------------------- MMA ISSUER (one thread)
     constexpr unsigned idesc = tc::idesc_bf16_f32(BM, BN);
