@@ -95,7 +95,8 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    another block's shared memory are counted ("dsmem.peer"): the feature carrying the data.
 10b. tcgen05 and tensor memory (sm_100a; judge/model/ops/tcgen05.py, state in judge.model.tensor_memory):
    128 lanes x 512 columns per CTA; alloc/dealloc/relinquish by whole warps, mma and commit per thread,
-   an MMA's result landing at its commit's mbarrier arrival (as late as allowed), ld/st in the warp's
+   an MMA's result landing at its commit's mbarrier arrival (as late as allowed; a commit covers every
+   earlier MMA of its thread, also those an earlier commit covered), ld/st in the warp's
    lane quarter with warp-uniform addresses, registers usable after tcgen05.wait::ld, fences around
    barriers, leaks at exit. Values read with tcgen05.ld are marked, and global stores of marked values
    are counted ("gstore.from.tcgen05.ld.bytes" of "gstore.bytes"). cta_group::2 and the block-scaled

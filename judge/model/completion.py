@@ -258,4 +258,11 @@ def _deliver_commit(m, tc, cmt):
         r.done = True
     m.event("tcgen05.complete", thread=cmt.thread, block=int(m.cta[cmt.thread]), mbarrier=f"0x{cmt.mb.off:x}",
             mmas=len(cmt.ops))
-    arrive(m, cmt.mb, cmt.thread, m.k.code[cmt.pc], 1, snapshot=cmt.snap.copy(), when=cmt.time)
+    # The commit tracks every earlier tcgen05 operation of its thread (PTX ISA 9.7.16.12.1), also those an
+    # earlier commit tracked: its arrival implies theirs (a thread's commits are delivered in order).
+    snap = cmt.snap.copy()
+    seen = tc.delivered.setdefault(cmt.thread, {})
+    for col, t in seen.items():
+        snap[col] = max(snap[col], t)
+    seen[cmt.mb.col] = m.gtime
+    arrive(m, cmt.mb, cmt.thread, m.k.code[cmt.pc], 1, snapshot=snap, when=cmt.time)

@@ -74,6 +74,8 @@ class CtaMemory:
     col_done_vc: np.ndarray = field(default_factory=lambda: np.full(COLUMNS, -1, np.int64))
     col_done_t: np.ndarray = field(default_factory=lambda: np.zeros(COLUMNS, np.int64))
     reads: np.ndarray = None                              # (column, thread): time of its last ld, -1
+    read_fenced: np.ndarray = None                        # (column, thread): time of the thread's first
+    #              tcgen05.fence::before_thread_sync after that last ld, -1 while none
     read_pc: dict = field(default_factory=dict)           # thread -> pc of its last tcgen05.ld
     leak_checked: bool = False
     st_warp: np.ndarray = field(default_factory=lambda: np.full((LANES, COLUMNS), -1, np.int16))  # warp whose
@@ -100,12 +102,17 @@ class State:
     """Tensor memory of every CTA of the cluster the machine runs, and the per-thread tcgen05 state."""
 
     def __init__(self, n_threads: int, n_cta: int):
-        self.cta = [CtaMemory(reads=np.full((COLUMNS, n_threads), -1, np.int64)) for _ in range(n_cta)]
+        self.cta = [CtaMemory(reads=np.full((COLUMNS, n_threads), -1, np.int64),
+                              read_fenced=np.full((COLUMNS, n_threads), -1, np.int64)) for _ in range(n_cta)]
         self.fence_before = np.full(n_threads, -1, np.int64)
         self.fence_after = np.full(n_threads, -1, np.int64)
         self.uncommitted: dict[int, list] = {}           # thread -> [Mma]
         self.ops: list[Mma] = []
         self.commits: list[Commit] = []
+        # thread -> {mbarrier clock column: time} of its commits delivered so far. PTX ISA 9.7.16.12.1: a
+        # commit tracks ALL prior tcgen05 operations of the thread, also those an earlier commit tracked,
+        # so its arrival carries these (a reader that observed it knows every earlier MMA's result).
+        self.delivered: dict[int, dict[int, int]] = {}
         self.ld_pending: dict[str, np.ndarray] = {}      # register -> lanes whose tcgen05.ld is not waited
         self.ld_pending_pc: dict[str, int] = {}
         self.alloc_blocked: dict[int, list] = {}         # cta -> threads waiting in tcgen05.alloc

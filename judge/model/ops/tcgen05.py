@@ -257,6 +257,7 @@ def dealloc(m, ins):
             del cm.allocs[col]
             cm.alloc_pc.pop(col, None)
             cm.reads[cols] = -1
+            cm.read_fenced[cols] = -1
             cm.col_done_vc[cols] = -1
             m.counts["tcgen05.dealloc"] += 1
             m.event("tcgen05.dealloc", warp=w, block=c, columns=ncols, base=col)
@@ -281,7 +282,10 @@ def _unordered_read(m, tc, ins, c, ts, own, cols, doing, danger, then):
             continue
         tr = int(reads[:, r].max())
         pc = cm.read_pc.get(r, m.cur_pc)
-        fb = int(tc.fence_before[r])
+        # the fence that matters is the reader's FIRST fence::before_thread_sync after its last read of
+        # these columns (a later one, e.g. after reading the other accumulator buffer, may not be known yet)
+        rf = cm.read_fenced[cols, r][reads[:, r] >= 0]
+        fb = -1 if (rf < 0).any() else int(rf.max())
         if know[r] < tr:
             why = "no barrier orders that read before this"
         elif fb < tr:
@@ -636,6 +640,7 @@ def ld(m, ins):
                     tt = m.taint.setdefault(it.name, np.zeros(m.n, bool))
                     tt[ts] = True
             cm.reads[col:col + nrep, ts] = m.gtime
+            cm.read_fenced[col:col + nrep, ts] = -1
             for t in ts:
                 cm.read_pc[int(t)] = m.cur_pc
             m.counts["tcgen05.ld"] += 1
@@ -715,7 +720,13 @@ def wait_st(m, ins):
 def fence_before(m, ins):
     """tcgen05.fence::before_thread_sync: orders earlier tcgen05 operations before the next synchronization."""
     def mark_before(ins, mask, full):
-        state(m).fence_before[mask] = m.gtime
+        tc = state(m)
+        tc.fence_before[mask] = m.gtime
+        idx = np.nonzero(mask)[0]
+        for cm in tc.cta:                   # this fence follows every read not yet fenced
+            f = cm.read_fenced[:, idx]
+            f[(cm.reads[:, idx] >= 0) & (f < 0)] = m.gtime
+            cm.read_fenced[:, idx] = f
     return mark_before
 
 
