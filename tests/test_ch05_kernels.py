@@ -8,9 +8,9 @@ import sys
 import pytest
 
 from judge.gpu import build
+from judge.model import tiles
 from judge import config
 from judge import record
-from judge.hw import tmem
 
 CH = config.CHAPTERS_DIR / "05_blackwell"
 sys.path.insert(0, str(CH))
@@ -24,7 +24,7 @@ def test_the_chapter_tile_runs_on_the_model_and_matches_float64():
     """tcgen05_tile's own PTX on the CPU model (judge.model.ops.tcgen05): every tensor-memory rule checked
     thread by thread, C compared against float64 (run_tile raises otherwise), the output from TMEM."""
     b = build.compile(CH / "tcgen05_tile.cu", target="sm_100a")
-    rep = tmem.run_tile(b, "tcgen05_tile", M=128, N=256, K=192, seed=3)
+    rep = tiles.run_tile(b, "tcgen05_tile", M=128, N=256, K=192, seed=3)
     assert rep.counts["tcgen05.mma"] == 2 * 12 and rep.counts["tcgen05.commit"] == 2 * 3
     assert rep.counts["tcgen05.alloc"] == rep.counts["tcgen05.dealloc"] == 2
     assert rep.counts["gstore.from.tcgen05.ld.bytes"] == rep.counts["gstore.bytes"] == 128 * 256 * 4

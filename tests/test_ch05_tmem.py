@@ -8,6 +8,7 @@ Run: python -m pytest tests/test_ch05_tmem.py -q
 import pytest
 
 from judge import config
+from judge.model import tiles
 from judge.draw import timeline
 from judge.hw import tmem
 from judge.hw.tmem import TmemError, replay
@@ -107,7 +108,7 @@ def test_the_steps_of_a_model_run_replay_and_draw():
     """The chapter's tile runs on the CPU model (its own PTX); the protocol it ran replays here."""
     from judge.gpu import build
     b = build.compile(config.CHAPTERS_DIR / "05_blackwell" / "tcgen05_tile.cu", target="sm_100a")
-    rep = tmem.run_tile(b, "tcgen05_tile", K=128, seed=7)
+    rep = tiles.run_tile(b, "tcgen05_tile", K=128, seed=7)
     steps = tmem.protocol_from_run(rep)
     kinds = [s[0] for s in steps]
     assert kinds.index("alloc") < kinds.index("mma") < kinds.index("commit") < kinds.index("wait") \

@@ -19,8 +19,6 @@ EDGES = house.imports()
 
 #: imports against the layers, each with its mend; the owner of the module mends it and removes the line
 KNOWN_UPWARD = {
-    ("judge.draw.show", "judge.record"):
-        "judge.draw.show.recorded_note() reads a record section: move it to judge.record (record.note(section))",
 }
 #: import cycles (function-level imports counted), each with its mend
 KNOWN_CYCLES = {

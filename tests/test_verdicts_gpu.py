@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from judge.grading import cuda_flow, grade
+from judge.grading import cuda_flow, exercise, grade
 from judge.grading.result import Verdict
 from judge.gpu import build
 from judge.hw import sass
@@ -29,7 +29,8 @@ EX = ROOT / "exercises"
 
 
 def _compile(ex: str, name: str):
-    return build.compile(EX / ex / ("solution.cu" if name == "solution" else f"fixtures/{name}"), target="sm_90a")
+    path = EX / ex / "solution.cu" if name == "solution" else exercise.get(ex).fixture_path(name)   # a patch, applied
+    return build.compile(path, target="sm_90a")
 
 
 # ------------------------------------------------------------------ case families
@@ -81,7 +82,7 @@ def test_a_store_never_waited_for_and_a_missing_fence_are_still_named():
 
 
 def test_a_kernel_that_hangs_after_a_store_is_a_hang_not_a_sass_rule():
-    r = grade.check("tma_tiles", EX / "tma_tiles/fixtures/wrong_hang_after_store.cu", quiet=True)
+    r = grade.check("tma_tiles", exercise.get("tma_tiles").fixture_path("wrong_hang_after_store.cu"), quiet=True)
     assert r.verdict == Verdict.HANG, str(r)
 
 
@@ -113,7 +114,7 @@ def test_c7508_says_which_launch_bounds_to_add():
 
 
 def test_the_log_verdict_carries_the_diagnosed_cause():
-    r = grade.check("ws_gemm", EX / "ws_gemm/fixtures/wrong_wait1_zeroed.cu", quiet=True)
+    r = grade.check("ws_gemm", exercise.get("ws_gemm").fixture_path("wrong_wait1_zeroed.cu"), quiet=True)
     assert r.verdict == Verdict.MISSING_FEATURE and "zeroed" in r.message, str(r)
 
 

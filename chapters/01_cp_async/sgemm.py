@@ -8,11 +8,11 @@
     sgemm.occupancy("sgemm_cp_async.cu", {"STAGES": 6})   # blocks per SM, from ptxas and the H200's limits
 
     rows = sgemm.baselines_table((4096, 8192))      # GPU: sync, register double-buffering, cp.async,
-    judge.draw.show.table(rows)                          #   the handbook's design, tuned, tuned2, cuBLAS
+    judge.show.table(rows)                          #   the handbook's design, tuned, tuned2, cuBLAS
     print(sgemm.explain(rows))                      # the steps of the table, in words, from those rows
     sgemm.tuned2_sweep(sgemm.TUNED2_CONFIGS)        # GPU: sgemm_tuned2.cu's knobs, against cuBLAS
     sgemm.check_epilogue()                          # GPU: the handbook kernel's alpha/beta semantics
-    judge.draw.show.table([sgemm.sass_mix(f) for f in ("sgemm_regbuf.cu", "sgemm_tuned2.cu")])   # anywhere
+    judge.show.table([sgemm.sass_mix(f) for f in ("sgemm_regbuf.cu", "sgemm_tuned2.cu")])   # anywhere
 
 Every kernel computes C = A @ B for row-major float32 matrices (A: M x K, B: K x N) and writes C
 without reading it. Shapes: M and N multiples of the block tile (128), K a multiple of the
@@ -432,7 +432,7 @@ def baselines_table(sizes=(4096, 8192), kernels=None, reps: int | None = None) -
 
     Every kernel is first checked against float64 (check() on CHECK_SHAPES, two seeds, fresh
     random inputs, C poisoned with NaN) and a failure raises AssertionError before anything is timed.
-    Returns rows for judge.draw.show.table: {"kernel", "file", "n", "TFLOPS", "of cuBLAS", "ms",
+    Returns rows for judge.show.table: {"kernel", "file", "n", "TFLOPS", "of cuBLAS", "ms",
     "spread", "registers"}, one per kernel and size, then the cuBLAS row of each size.
     """
     kernels = BASELINES if kernels is None else kernels

@@ -449,7 +449,7 @@ def copy_fast(configs=None, nbytes: int = 1 << 30, reps: int = 20) -> list[dict]
     the nbytes float32 buffer as rows of view_cols floats (256: one box row is one 1 KB row, so a
     256 x H box is H KB of contiguous memory). Each kernel is first checked once on fresh random
     data into a NaN-poisoned output (bit-exact), then timed with judge.gpu.timing.bench.
-    Returns rows for judge.draw.show.table: {"copy", "GB/s", "x same-size device copy",
+    Returns rows for judge.show.table: {"copy", "GB/s", "x same-size device copy",
     "x device copy (2 GiB)", "ms", "spread", "wrong elements"}; the device copy is the last row.
     """
     cp = _cp()

@@ -720,7 +720,7 @@ def compare_run(sizes=(4096, 8192), ks=(4096, 8192, 16384), rounds: int = 30) ->
 
 def print_compare(res: dict) -> None:
     """The tables of compare_run's result."""
-    from judge.draw import show
+    from judge import show
     print(res.get("device", ""))
     print("small checks:", res["checks"])
     for key, err in res.get("errors", {}).items():
@@ -745,7 +745,7 @@ if __name__ == "__main__":
     import json
     import sys
     from pathlib import Path
-    from judge.draw import show
+    from judge import show
     ap = argparse.ArgumentParser(prog="python chapters/05_blackwell/fp8.py", description=__doc__.split("\n")[0])
     ap.add_argument("what", nargs="?", choices=("wgmma", "ceilings", "compare"),
                     help="wgmma: the kernel against _scaled_mm (the notebook's table); ceilings: cuBLAS bf16 "

@@ -28,11 +28,11 @@ def expected(ex: _ex.Exercise, name: str) -> str:
     from judge import gpu
     declared = "PASS" if name == SOLUTION else ex.fixtures[name]
     if ex.needs_gpu and not gpu.meets(ex.target) and ex.target.startswith("sm_90"):
-        cpu = ex.meta.get("fixtures", {}).get(name, {})
-        if isinstance(cpu, dict) and "cpu" in cpu:
-            return cpu["cpu"]
         if name == SOLUTION:
-            return ex.meta.get("solution_cpu", "PASS")
+            return ex.solution_cpu
+        spec = ex.fixture_specs.get(name)
+        if spec is not None and spec.cpu:
+            return spec.cpu
     return declared
 
 

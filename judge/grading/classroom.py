@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from judge.grading.gradebook import write_atomic  # noqa: F401 - results are written whole or not at all
 from judge import config
 from judge.grading import exercise as _ex
 from judge.grading.result import Result, Verdict
@@ -181,24 +182,6 @@ def verdict_source(ex: _ex.Exercise, r: Result) -> str:
 # ------------------------------------------------------------------ the store: one file per result
 def result_path(out: Path, key: str) -> Path:
     return Path(out) / RESULTS / key[:2] / f"{key}.json"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a whole file or nothing: a temp file in the same folder, flushed, then renamed over."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def load_result(out: Path, key: str) -> dict | None:

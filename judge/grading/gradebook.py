@@ -17,6 +17,8 @@ import csv
 import html
 import io
 import json
+import os
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -43,8 +45,25 @@ def rows(files, records: dict) -> list[dict]:
     return out
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Write a whole file or nothing: a temp file in the same folder, flushed, then renamed over."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def write_report(out, files, records: dict, version: str) -> None:
-    from judge.grading.classroom import write_atomic
     out = Path(out)
     table = rows(files, records)
     buf = io.StringIO()

@@ -80,7 +80,8 @@ def save(section: str, figures: dict, *, sources: list | None = None,  # noqa: F
         raise RuntimeError("record.save needs a GPU: figures are only recorded where they were measured")
     paths = set(Path(p).resolve() for p in (sources or []))
     paths |= _sources_since_last_save()
-    paths |= {(config.ROOT / f).resolve() for m, f in MEASURED_WITH.items() if m in sys.modules}
+    paths |= {(config.ROOT / f).resolve() for m, f in MEASURED_WITH.items()
+              if m in sys.modules and (config.ROOT / f).exists()}
     paths |= _graded_by_imported()
     if notebook:
         paths.add((config.ROOT / notebook).resolve())
