@@ -4,7 +4,7 @@ chapters/01_cp_async.ipynb that explain a figure, computed from the record (mark
 Every cause is a (claim, counter predicate) pair in CLAIMS, checked against record section
 "ch01.counters" (judge.record.counters: ncu on the H200, 4096^3, one profiled launch per kernel, a
 separate pass from the timings: counters, not times). A claim whose predicate the counters contradict
-is not printed (the notebook says so instead), and tests/test_claims.py fails for it. Any machine:
+is not printed (the notebook says so instead), and tests/chapters/test_claims.py fails for it. Any machine:
 
     import sys; sys.path.insert(0, "chapters/01_cp_async"); import notes
     from judge import record

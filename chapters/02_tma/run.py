@@ -1,6 +1,6 @@
 """Host side of chapter 2 (TMA): build, launch and check every kernel of chapters/02_tma/.
 
-The notebook chapters/02_tma.ipynb and tests/test_tma.py both call these functions:
+The notebook chapters/02_tma.ipynb and tests/hw/test_tma.py both call these functions:
 
     import sys; sys.path.insert(0, "chapters/02_tma"); import run as ch02
     ch02.build("add_one_tma").sass                # any machine: NVRTC -> sm_90a cubin -> SASS

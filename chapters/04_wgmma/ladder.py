@@ -1,6 +1,6 @@
 """Host side of Chapter 4's GEMM ladder: build, launch, check and time every rung.
 
-The notebook chapters/04_wgmma.ipynb and tests/test_ch04_kernels.py call these functions:
+The notebook chapters/04_wgmma.ipynb and tests/chapters/test_ch04_kernels.py call these functions:
 
     import sys; sys.path.insert(0, "chapters/04_wgmma"); import ladder
     [r["name"] for r in ladder.RUNGS]            # the eight rungs, in order
@@ -453,7 +453,7 @@ def timeline(n: int = 4096, reps: int = 20) -> dict:
 # profiling pass at 4096^3, one launch per kernel: counters, not times). A claim is a sentence
 # template plus a predicate over the counters of the rung and of the rung before; a claim whose
 # predicate the record contradicts is never printed (why_rows says so instead), and
-# tests/test_claims.py runs every predicate against the record.
+# tests/chapters/test_claims.py runs every predicate against the record.
 #
 #   counters_by_rung(c)        {rung name: the summary row of ch04.counters}
 #   step_verdicts(ladder)      [(rung, n, ratio to the rung before, "faster"/"slower"/"level")]

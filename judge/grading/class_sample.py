@@ -9,7 +9,7 @@ exercise's solution and fixtures, so the whole pool is used before any file repe
 a last comment line naming its learner, so no two files are the same and each is a grading of its own.
 CLASS/expected.csv holds, per learner and exercise, the file's origin and the verdict a single check
 gives it on this machine (exercise.toml's verdict; its `cpu =` verdict where a GPU exercise is graded by
-the CPU model here). The tests (tests/test_classroom.py) and the H200 class run use this same class.
+the CPU model here). The tests (tests/grading/test_classroom.py) and the H200 class run use this same class.
 """
 from __future__ import annotations
 

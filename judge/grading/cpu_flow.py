@@ -39,7 +39,7 @@ Comparing (same()): any integral or floating scalar is accepted where a number i
 (Python or NumPy, any width; a bool is not a number), tuples and lists alike where a sequence is,
 arrays by shape and values; NaN equals NaN unless nan_equal=False.
 
-Run its tests: PYTHONPATH=$PWD python -m pytest tests/test_cpu_flow.py -q
+Run its tests: PYTHONPATH=$PWD python -m pytest tests/grading/test_cpu_flow.py -q
 """
 from __future__ import annotations
 

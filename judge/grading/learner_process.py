@@ -32,7 +32,7 @@ How, on Linux with unprivileged user namespaces (judge.grading.learner_process._
   What stays visible: the Python environment it runs on (read-only), which may name its own
   location; the rest of the file system outside the hidden folders, read-only.
   Landlock and seccomp are not used: mount namespaces already remove the files and PID
-  namespaces the processes, for under 0.1 s per check (tests/test_sandbox.py measures it).
+  namespaces the processes, for under 0.1 s per check (tests/grading/test_sandbox.py measures it).
 
 Where the kernel refuses (not Linux, user namespaces disabled, a container's seccomp profile), or
 with JUDGE_ISOLATION=best-effort, the learner process runs without namespaces behind an audit hook
@@ -52,7 +52,7 @@ the nearest built-in type for the learner's own classes), with the learner's lin
 `learner_where` ("timeline.py line 12"), which judge.grading.submission.learner_error shows.
 
 Not run by hand: the learner's side (everything above "the worker's side") imports only the
-standard library and runs as -c text. Tests: tests/test_sandbox.py, tests/test_isolation.py.
+standard library and runs as -c text. Tests: tests/grading/test_sandbox.py, tests/grading/test_isolation.py.
 """
 from __future__ import annotations
 

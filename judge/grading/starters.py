@@ -6,7 +6,7 @@
 
 A solution marks what the learner writes between `BEGIN SOLUTION` and `END SOLUTION` comment lines;
 the region's `#> text` (Python) or `//> text` (CUDA) lines become the starter's text there
-(judge.grading.exercise.make_starter). tests/test_exercises.py checks every committed starter is current.
+(judge.grading.exercise.make_starter). tests/grading/test_exercises.py checks every committed starter is current.
 """
 from __future__ import annotations
 

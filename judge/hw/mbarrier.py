@@ -7,7 +7,7 @@
     b.test_wait_parity(0)              # True: the phase of parity 0 has completed
     b.phase, b.parity                  # 1, 1: the current (incomplete) phase and its parity
 
-Run its tests: .venv/bin/python -m pytest tests/test_model_mbarrier.py -q
+Run its tests: .venv/bin/python -m pytest tests/model/test_model_mbarrier.py -q
 
 What the PTX ISA states (section "Parallel Synchronization and Communication Instructions: mbarrier",
 its subsections "Phase Completion of the mbarrier object", "Tracking asynchronous operations by the

@@ -57,7 +57,7 @@ Models (pure Python, no GPU): swizzle_offset() is the 16-byte-chunk XOR of the
 32/64/128-byte swizzles; bank_conflicts() counts the wavefronts of one warp's
 shared-memory load. chapters/02_tma/swizzle_probe.cu reads the real placement off an
 H200, chapters/01_cp_async/wavefronts_h200.json holds ncu's wavefront counts for the
-access patterns the course uses, and tests/test_tma.py compares both with the models.
+access patterns the course uses, and tests/hw/test_tma.py compares both with the models.
 """
 from __future__ import annotations
 

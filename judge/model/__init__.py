@@ -8,9 +8,9 @@
     rep.counts["cp.async"], rep.counts["smem_fill.st.shared.bytes"]   # who filled shared memory
     # raises model.Violation (WRONG), model.Hang (HANG), model.Unsupported (cannot judge)
 
-Try it: .venv/bin/python -m pytest tests/test_model.py tests/test_model_ch12.py tests/test_model_ch3.py tests/test_model_ch4.py -q
-        .venv/bin/python -m pytest tests/test_model_ops_alu.py tests/test_model_ops_memory.py \
-            tests/test_model_ops_async.py tests/test_model_rules.py tests/test_model_inventory.py -q
+Try it: .venv/bin/python -m pytest tests/model/test_model.py tests/model/test_model_ch12.py tests/model/test_model_ch3.py tests/model/test_model_ch4.py -q
+        .venv/bin/python -m pytest tests/model/test_model_ops_alu.py tests/model/test_model_ops_memory.py \
+            tests/model/test_model_ops_async.py tests/model/test_model_rules.py tests/model/test_model_inventory.py -q
 
 Layout (each module opens with what it does):
     ptx.py        the one PTX reader: kernels, instructions, operands, source lines

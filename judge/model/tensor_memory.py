@@ -1,7 +1,7 @@
 """judge.model.tensor_memory - the tensor memory of each CTA, as the CPU model keeps it.
 
 Used by judge.model.ops.tcgen05 (the tcgen05.* instructions); read that module for the rules.
-Try it: python -m pytest tests/test_model_tcgen05.py -q
+Try it: python -m pytest tests/model/test_model_tcgen05.py -q
 
 Per CTA (PTX ISA, "Tensor Memory"): 128 lanes x 512 columns of 32-bit cells, allocated by columns.
 An address is (lane << 16) | column. Cells start as poison (NaN bits): a kernel that accumulates

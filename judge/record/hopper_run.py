@@ -79,7 +79,7 @@ def part_tests(log_dir: Path):
     t = time.time()
     log = log_dir / "pytest.log"
     with open(log, "w") as f:
-        gpu_tests = sorted(str(f.relative_to(config.ROOT)) for f in (config.ROOT / "tests").glob("test_*.py")
+        gpu_tests = sorted(str(f.relative_to(config.ROOT)) for f in (config.ROOT / "tests").rglob("test_*.py")
                            if "gpu.need(" in f.read_text() and f.name not in ("test_record.py", "test_exercises.py"))
         rc = subprocess.call([sys.executable, "-m", "pytest", *gpu_tests, "-q", "-rs", "-p", "no:cacheprovider"],
                              cwd=config.ROOT, stdout=f, stderr=subprocess.STDOUT)

@@ -11,7 +11,7 @@ Provenance in two kinds, per section:
                modules and notebooks, the exercise's own files (solution, fixtures, exercise.toml, and
                check.py, whose launch() and work() make the timed figure), the timing protocol
                (judge/gpu/timing.py) and the launch layer (judge/gpu/launch.py). A change means the figure
-               may no longer be what this code measures: tests/test_record.py fails until the record run.
+               may no longer be what this code measures: tests/record/test_record.py fails until the record run.
   "graded_by"  what GRADED them: the CPU model (judge/model/**) and the grading wing (judge/grading/**:
                the flows, compare, the processes). A change cannot move a measured figure, only a verdict,
                and the CPU tests grade every fixture again on every run: it warns, naming the sections

@@ -4,7 +4,7 @@ Importing this package registers every family with judge.model.registry (longest
 wins). Each family uses the machine's state (judge.model.state), the checks (judge.model.checks),
 the completions (judge.model.completion) and the scheduler (judge.model.scheduler), never another
 family. To add an instruction: write `@op("name") def factory(m, ins) -> run(ins, mask, full)` in
-its family (or a new module in this folder) and a test in tests/test_model_ops_*.py (and a breaking case in tests/test_model_rules.py for a new rule).
+its family (or a new module in this folder) and a test in tests/test_model_ops_*.py (and a breaking case in tests/model/test_model_rules.py for a new rule).
 
     alu        add ... fma, setp, selp, mov, bfe, lop3, prmt, shf
     convert    cvt, cvta

@@ -1,6 +1,6 @@
 """judge.model.ops.alu - integer, bit and float arithmetic: add ... fma, setp, selp, mov, bfe, lop3, prmt, shf.
 
-Registered with judge.model.registry; tested by tests/test_model_ops_alu.py. Every lane computes in
+Registered with judge.model.registry; tested by tests/model/test_model_ops_alu.py. Every lane computes in
 NumPy: integers wrap in two's complement at the type's width, floats are computed in float64 and
 rounded once to the destination type (so fma.rn.f32 and mad.f32 are exact-then-rounded, as PTX
 states for the fused forms).

@@ -1,6 +1,6 @@
 """judge.model.ops.barriers - bar/barrier (block), bar.warp.sync, barrier.cluster, fence.
 
-Registered with judge.model.registry; tested by tests/test_model_ops_memory.py. A barrier joins
+Registered with judge.model.registry; tested by tests/model/test_model_ops_memory.py. A barrier joins
 the vector clocks of the threads that arrive and hands the join to those that wait (PTX memory
 model: what happened before the arrival happens before what follows the wait); the release itself
 is the scheduler's (judge.model.scheduler.release_barrier).

@@ -1,7 +1,7 @@
 """judge.model.ops.bulk - TMA (cp.async.bulk.tensor, cp.reduce.async.bulk.tensor), 1-D bulk copies and
 bulk async-groups.
 
-Registered with judge.model.registry; tested by tests/test_model_ops_async.py. The tensor map of a
+Registered with judge.model.registry; tested by tests/model/test_model_ops_async.py. The tensor map of a
 TMA instruction is the kernel parameter it points at; judge.model.run receives the judge.hw.tma
 map objects (TensorMap or TensorMapSpec), so the box geometry, out-of-bounds fill and swizzle come
 from judge/hw/tma.py's own model. A load's bytes land when its mbarrier phase completes

@@ -1,7 +1,7 @@
 """judge.model.ops.calls - function calls a kernel makes: a failed device-side assert, nothing else yet.
 
 Registered with judge.model.registry for `call` and `st.param`; try it:
-    PYTHONPATH=$PWD .venv/bin/python -m pytest tests/test_verdicts_model.py -q -k assert
+    PYTHONPATH=$PWD .venv/bin/python -m pytest tests/model/test_verdicts_model.py -q -k assert
 
 `assert(cond)` in device code compiles (NVRTC) to a branch around a call sequence
     { .param .b64 param0; st.param.b64 [param0+0], %rd_message; ... call.uni __assertfail, (param0, ...); }

@@ -1,6 +1,6 @@
 """judge.model.ops.cluster - mapa and getctarank: addresses in the shared memory of other blocks of the cluster.
 
-Registered with judge.model.registry; tested by tests/test_model_ops_memory.py. A shared::cluster
+Registered with judge.model.registry; tested by tests/model/test_model_ops_memory.py. A shared::cluster
 address in the model is ((rank + 1) << CLUSTER_SHIFT) | offset (judge.model.state); a generic one adds
 SHARED_BASE. The accesses themselves are ld/st/atom (judge.model.ops.memory), the barrier
 barrier.cluster (judge.model.ops.barriers).

@@ -1,6 +1,6 @@
 """judge.model.ops.control - bra, exit/ret, trap, and the hints with no effect the model can see.
 
-Registered with judge.model.registry; tested by tests/test_model_ops_memory.py.
+Registered with judge.model.registry; tested by tests/model/test_model_ops_memory.py.
 """
 from __future__ import annotations
 

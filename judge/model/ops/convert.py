@@ -1,6 +1,6 @@
 """judge.model.ops.convert - cvt (number formats) and cvta (address windows).
 
-Registered with judge.model.registry; tested by tests/test_model_ops_alu.py. Conversions to a
+Registered with judge.model.registry; tested by tests/model/test_model_ops_alu.py. Conversions to a
 narrower float round to nearest even unless the instruction names another mode; float -> integer
 conversions saturate and map NaN to 0 (PTX: cvt to an integer type is saturating for floats).
 """

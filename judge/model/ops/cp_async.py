@@ -1,6 +1,6 @@
 """judge.model.ops.cp_async - cp.async (Ampere-style copies), commit_group, wait_group/wait_all, mbarrier.arrive.
 
-Registered with judge.model.registry; tested by tests/test_model_ops_async.py.
+Registered with judge.model.registry; tested by tests/model/test_model_ops_async.py.
 
 PTX (Data Movement and Conversion Instructions: cp.async, cp.async.commit_group,
 cp.async.wait_group / wait_all, cp.async.mbarrier.arrive): the writes of a cp.async are performed

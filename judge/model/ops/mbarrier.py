@@ -1,7 +1,7 @@
 """judge.model.ops.mbarrier - mbarrier.init, inval, arrive(.expect_tx), arrive_drop, expect_tx, complete_tx,
 try_wait / test_wait (parity or state).
 
-Registered with judge.model.registry; tested by tests/test_model_ops_async.py.
+Registered with judge.model.registry; tested by tests/model/test_model_ops_async.py.
 
 PTX (Parallel Synchronization and Communication Instructions: mbarrier): a phase completes when its
 pending arrival count and its tx-count are both zero; then the parity flips and the counts reset.

@@ -1,6 +1,6 @@
 """judge.model.ops.memory - ld, ldu, st, atom, red: global, shared (::cta and ::cluster), param, local, const.
 
-Registered with judge.model.registry; tested by tests/test_model_ops_memory.py. A shared-memory read
+Registered with judge.model.registry; tested by tests/model/test_model_ops_memory.py. A shared-memory read
 is checked against the word's state (judge.model.checks.check_read: unlanded or invisible bytes read
 as poison and are a Violation); a store into bytes an asynchronous copy still writes or reads is
 checked by check_overwrite; accesses across blocks of a cluster by check_cross.

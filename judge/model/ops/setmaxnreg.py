@@ -1,7 +1,7 @@
 """judge.model.ops.setmaxnreg - register reallocation between warpgroups, as the PTX ISA states it.
 
 Registered with judge.model.registry for `setmaxnreg`; try it:
-    PYTHONPATH=$PWD .venv/bin/python -m pytest tests/test_verdicts_model.py -q -k setmaxnreg
+    PYTHONPATH=$PWD .venv/bin/python -m pytest tests/model/test_verdicts_model.py -q -k setmaxnreg
 
 PTX ISA, setmaxnreg (sm_90a): `setmaxnreg.{inc,dec}.sync.aligned.u32 n` changes the register count of
 every thread of the executing WARPGROUP to n (24..256, a multiple of 8). It is .sync.aligned over the

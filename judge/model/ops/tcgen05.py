@@ -2,7 +2,7 @@
 
 The handlers are registered with judge.model.registry under their dotted PTX names; the state they
 keep (per CTA: 128 lanes x 512 columns of 32-bit cells) is judge.model.tensor_memory.
-Try it: python -m pytest tests/test_model_tcgen05.py -q
+Try it: python -m pytest tests/model/test_model_tcgen05.py -q
 
 Every rule below is checked while the kernel's own PTX runs, thread by thread, so a rule broken on
 one path of one warp is found however the kernel reaches it. The sections named are the PTX ISA's

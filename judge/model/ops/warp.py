@@ -1,6 +1,6 @@
 """judge.model.ops.warp - shfl.sync, vote, activemask, elect.sync: lanes of one warp exchanging values.
 
-Registered with judge.model.registry; tested by tests/test_model_ops_memory.py. The model assumes the
+Registered with judge.model.registry; tested by tests/model/test_model_ops_memory.py. The model assumes the
 lanes named by the member mask are converged (their lockstep is not checked).
 """
 from __future__ import annotations

@@ -1,0 +1,83 @@
+"""The course's own FP8 GEMM, chapters/04_wgmma/gemm_fp8.cu: what the compiler made of it, the block
+quantization its host side uses, and (on an H200) its output against float64.
+
+Run: python -m pytest tests/chapters/test_ch05_fp8_kernel.py -q
+(tests/gpu/test_kernels.py builds every kernel too; this file checks what is specific to the FP8 one.)
+"""
+import re
+import sys
+
+import pytest
+
+from judge import config, gpu
+
+sys.path.insert(0, str(config.CHAPTERS_DIR / "05_blackwell"))
+import fp8  # noqa: E402 - chapters/05_blackwell/fp8.py
+
+
+@pytest.fixture(scope="module")
+def b():
+    return fp8.wgmma_fp8_build()
+
+
+def test_the_kernel_runs_e4m3_warpgroup_mma_with_k32(b):
+    # QGMMA is the 8-bit wgmma; 64 x 256 per consumer warpgroup, 32 one-byte elements of K per instruction
+    assert set(re.findall(r"QGMMA\.\S+", b.sass_of("gemm_fp8"))) == {"QGMMA.64x256x32.F32.E4M3.E4M3"}
+    assert not re.search(r"\bHGMMA\b", b.sass), "no bf16 wgmma should be left in the FP8 kernel"
+
+
+def test_the_kernel_keeps_the_chapter_design(b):
+    for feature in ("tma.load", "tma.store", "mbarrier.wait", "setmaxnreg", "proxy.fence"):
+        assert b.uses(feature), f"gemm_fp8.cu lost {feature}"
+    res = b.resources["gemm_fp8"]
+    assert res["spill_stores"] == 0 and res["spill_loads"] == 0 and res["local"] == 0, res
+    # C7508: setmaxnreg ignored (no __launch_bounds__(threads, 1)); C7515: wgmma serialized
+    assert not [line for line in b.log.splitlines() if "C7508" in line or "C7515" in line], b.log
+
+
+def test_the_promoting_variant_fits_three_accumulators_without_spilling():
+    # PROMOTE=1: 64 x 128 per consumer, the accumulator and two slice partials (3 x 64 registers)
+    p = fp8.wgmma_fp8_build(promote=True)
+    assert set(re.findall(r"QGMMA\.\S+", p.sass_of("gemm_fp8"))) == {"QGMMA.64x128x32.F32.E4M3.E4M3"}
+    res = p.resources["gemm_fp8"]
+    assert res["spill_stores"] == 0 and res["spill_loads"] == 0 and res["local"] == 0, res
+    assert p.uses("setmaxnreg") and not [line for line in p.log.splitlines() if "C75" in line], p.log
+
+
+def test_the_ring_fits_in_shared_memory():
+    # 4 stages x (128 + 256) rows x 128 bytes + two 64 x 128 bf16 epilogue buffers + 1 KiB alignment
+    assert fp8.fp8_shared_bytes() == 4 * 384 * 128 + 2 * 16384 + 1024
+    # PROMOTE=1: 6 stages x (128 + 128) rows x 128 bytes, the same epilogue buffers
+    assert fp8.fp8_shared_bytes(promote=True) == 6 * 256 * 128 + 2 * 16384 + 1024
+    assert max(fp8.fp8_shared_bytes(), fp8.fp8_shared_bytes(promote=True)) <= 227 * 1024
+
+
+def test_sizes_the_tensor_maps_cannot_take_are_refused_with_the_rule():
+    fp8.fp8_check_size(200, 264, 272)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        fp8.fp8_check_size(256, 256, 520)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        fp8.fp8_check_size(256, 260, 512)
+
+
+def test_block_quantization_puts_each_block_amax_on_448():
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(300, 160, generator=g) * torch.tensor([1.0, 100.0, 0.01]).repeat_interleave(128)[:300, None]
+    q, s = fp8.quantize_blocks(x)
+    assert q.dtype == torch.float8_e4m3fn and s.shape == (3,)
+    for i in range(3):
+        blk = q[i * 128:(i + 1) * 128].float()
+        assert blk.abs().max().item() == 448.0           # the block's largest magnitude, exactly
+    back = fp8.dequantize_blocks(q, s)
+    rel = ((back - x.double()).abs() / x.double().abs().clamp_min(1e-30))
+    big = x.abs() > s.repeat_interleave(128)[:300, None] * 2.0 ** -6   # normal E4M3 range
+    assert rel[big].max().item() <= 2.0 ** -4            # 3 mantissa bits: half an ulp is 2^-4
+
+
+def test_the_kernel_matches_float64_on_an_h200():
+    gpu.need("sm_90")
+    assert fp8.wgmma_fp8_check(256, 256, 512)
+    assert fp8.wgmma_fp8_check(200, 264, 272)            # edges: partial tiles in M, N and K
+    assert fp8.wgmma_fp8_check(256, 256, 512, promote=True)
+    assert fp8.wgmma_fp8_check(200, 264, 272, promote=True)   # 3 K slices: the odd one after the loop

@@ -1,0 +1,229 @@
+"""tests/model/test_model_ops_alu.py - the alu and convert families of the CPU model (judge/model/ops/alu.py,
+convert.py), fed hand-written PTX, checked against Python's exact integers and exactly rounded floats.
+
+Run: PYTHONPATH=$PWD .venv/bin/python -m pytest tests/model/test_model_ops_alu.py -q
+
+Each kernel reads two inputs per thread (x[tid], y[tid]), computes one instruction and stores the
+result to out[tid]; inputs are fresh random numbers each run and out starts poisoned.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from judge.model import snippet
+
+N = 64
+PARAMS = (("x", "u64"), ("y", "u64"), ("out", "u64"))
+
+
+def _body(compute: str, load="u32", store="u32", width=4) -> str:
+    """Load x[tid], y[tid] into %r1/%r2 (or %f1/%f2 ...), run `compute`, store %r3 (or ...) to out[tid]."""
+    reg = {"u32": "%r", "s32": "%r", "f32": "%f", "u64": "%rd", "f64": "%fd", "u16": "%h"}
+    a, s = reg[load], reg[store]
+    return f"""
+    ld.param.u64 %rd10, [x];
+    ld.param.u64 %rd11, [y];
+    ld.param.u64 %rd12, [out];
+    mov.u32 %r0, %tid.x;
+    mul.wide.u32 %rd13, %r0, {width};
+    add.s64 %rd14, %rd10, %rd13;
+    add.s64 %rd15, %rd11, %rd13;
+    ld.global.{load} {a}1, [%rd14];
+    ld.global.{load} {a}2, [%rd15];
+    {compute}
+    mul.wide.u32 %rd16, %r0, {4 if store in ('u32', 's32', 'f32') else 8 if store in ('u64', 'f64') else 2};
+    add.s64 %rd17, %rd12, %rd16;
+    st.global.{store} [%rd17], {s}3;
+"""
+
+
+def _run(compute, x, y, out, **kw):
+    snippet.run(_body(compute, **kw), (x, y, out), params=PARAMS, block=(N, 1, 1))
+    return out
+
+
+def _u32(rng):
+    v = rng.integers(0, 2**32, N, dtype=np.uint64).astype(np.uint32)
+    v[:4] = [0, 1, 0xFFFFFFFF, 0x80000000]
+    return v
+
+
+M32 = 2**32
+
+
+def _s(v):
+    v = int(v)
+    return v - M32 if v >= 2**31 else v
+
+
+INT_CASES = {
+    "add.u32 %r3, %r1, %r2;": lambda a, b: (a + b) % M32,
+    "sub.u32 %r3, %r1, %r2;": lambda a, b: (a - b) % M32,
+    "mul.lo.u32 %r3, %r1, %r2;": lambda a, b: (a * b) % M32,
+    "mul.hi.u32 %r3, %r1, %r2;": lambda a, b: (a * b) >> 32,
+    "mul.hi.s32 %r3, %r1, %r2;": lambda a, b: ((_s(a) * _s(b)) >> 32) % M32,
+    "mad.lo.u32 %r3, %r1, %r2, %r1;": lambda a, b: (a * b + a) % M32,
+    "min.s32 %r3, %r1, %r2;": lambda a, b: min(_s(a), _s(b)) % M32,
+    "max.u32 %r3, %r1, %r2;": lambda a, b: max(a, b),
+    "and.b32 %r3, %r1, %r2;": lambda a, b: a & b,
+    "or.b32 %r3, %r1, %r2;": lambda a, b: a | b,
+    "xor.b32 %r3, %r1, %r2;": lambda a, b: a ^ b,
+    "not.b32 %r3, %r1;": lambda a, b: a ^ 0xFFFFFFFF,
+    "neg.s32 %r3, %r1;": lambda a, b: (-_s(a)) % M32,
+    "and.b32 %r4, %r2, 63;\n    shl.b32 %r3, %r1, %r4;": lambda a, b: (a << (b & 63)) % M32 if b & 63 < 32 else 0,
+    "and.b32 %r4, %r2, 63;\n    shr.u32 %r3, %r1, %r4;": lambda a, b: a >> (b & 63) if b & 63 < 32 else 0,
+    "and.b32 %r4, %r2, 31;\n    shr.s32 %r3, %r1, %r4;": lambda a, b: (_s(a) >> (b & 31)) % M32,
+    "popc.b32 %r3, %r1;": lambda a, b: bin(a).count("1"),
+    "clz.b32 %r3, %r1;": lambda a, b: 32 - a.bit_length(),
+    "brev.b32 %r3, %r1;": lambda a, b: int(f"{a:032b}"[::-1], 2),
+    "and.b32 %r4, %r2, 15;\n    bfe.u32 %r3, %r1, %r4, 9;": lambda a, b: (a >> (b & 15)) & 0x1FF,
+    "and.b32 %r4, %r2, 15;\n    bfe.s32 %r3, %r1, %r4, 9;":
+        lambda a, b: (((a >> (b & 15)) & 0x1FF) - (0x200 if (a >> ((b & 15) + 8)) & 1 else 0)) % M32,
+    "lop3.b32 %r3, %r1, %r2, 0xF0F0F0F0, 0xE8;": lambda a, b: (a & b) | (a & 0xF0F0F0F0) | (b & 0xF0F0F0F0),
+    "prmt.b32 %r3, %r1, %r2, 0x7351;":
+        lambda a, b: int.from_bytes(bytes(((a | b << 32).to_bytes(8, "little")[i]) for i in (1, 5, 3, 7)), "little"),
+    "and.b32 %r4, %r2, 31;\n    shf.l.wrap.b32 %r3, %r1, %r2, %r4;": lambda a, b: ((b << 32 | a) << (b & 31) >> 32) % M32,
+    "and.b32 %r4, %r2, 31;\n    shf.r.wrap.b32 %r3, %r1, %r2, %r4;": lambda a, b: ((b << 32 | a) >> (b & 31)) % M32,
+    "setp.lt.s32 %p1, %r1, %r2;\n    selp.b32 %r3, %r1, %r2, %p1;": lambda a, b: a if _s(a) < _s(b) else b,
+    "setp.lo.u32 %p1, %r1, %r2;\n    selp.u32 %r3, 1, 0, %p1;": lambda a, b: int(a < b),
+}
+
+
+@pytest.mark.parametrize("compute", sorted(INT_CASES))
+def test_integer_and_bit_instructions_match_exact_integers(compute):
+    rng = np.random.default_rng()
+    x, y = _u32(rng), _u32(rng)
+    out = _run(compute, x, y, np.full(N, 0xDEADBEEF, np.uint32))
+    want = np.array([INT_CASES[compute](int(a), int(b)) for a, b in zip(x, y)], np.uint64).astype(np.uint32)
+    bad = np.nonzero(out != want)[0]
+    assert not bad.size, f"{compute}: x={x[bad[0]]:#x} y={y[bad[0]]:#x} gave {out[bad[0]]:#x}, want {want[bad[0]]:#x}"
+
+
+def test_mul_wide_and_64_bit_adds():
+    rng = np.random.default_rng()
+    x, y = _u32(rng), _u32(rng)
+    out = np.zeros(N, np.uint64)
+    _run("mul.wide.u32 %rd3, %r1, %r2;\n    add.u64 %rd3, %rd3, %rd3;", x, y, out, store="u64")
+    assert [int(v) for v in out] == [(2 * int(a) * int(b)) % 2**64 for a, b in zip(x, y)]
+
+
+def test_signed_division_truncates_toward_zero_and_the_remainder_takes_the_dividends_sign():
+    rng = np.random.default_rng()
+    x = rng.integers(-2**31, 2**31, N).astype(np.int32)
+    y = rng.integers(-1000, 1000, N).astype(np.int32)
+    y[y == 0] = 7
+    q = _run("div.s32 %r3, %r1, %r2;", x, y, np.zeros(N, np.int32), load="s32", store="s32")
+    r = _run("rem.s32 %r3, %r1, %r2;", x, y, np.zeros(N, np.int32), load="s32", store="s32")
+    for a, b, qq, rr in zip(x.tolist(), y.tolist(), q.tolist(), r.tolist()):
+        want_q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+        assert (qq, rr) == (want_q, a - want_q * b), (a, b)
+
+
+def _round_f32(fr: Fraction) -> np.float32:
+    """fr rounded to the nearest float32 (ties to even), exactly: no double rounding through float64."""
+    r = np.float32(float(fr))
+    cands = [np.nextafter(r, np.float32(-np.inf)), r, np.nextafter(r, np.float32(np.inf))]
+    best = min(cands, key=lambda c: (abs(Fraction(float(c)) - fr), int(np.array(c).view(np.uint32)) & 1))
+    return np.float32(best)
+
+
+FLOAT_CASES = {
+    "add.rn.f32 %f3, %f1, %f2;": lambda a, b: Fraction(a) + Fraction(b),
+    "sub.rn.f32 %f3, %f1, %f2;": lambda a, b: Fraction(a) - Fraction(b),
+    "mul.rn.f32 %f3, %f1, %f2;": lambda a, b: Fraction(a) * Fraction(b),
+    "fma.rn.f32 %f3, %f1, %f2, %f1;": lambda a, b: Fraction(a) * Fraction(b) + Fraction(a),
+    "div.rn.f32 %f3, %f1, %f2;": lambda a, b: Fraction(a) / Fraction(b),
+}
+
+
+@pytest.mark.parametrize("compute", sorted(FLOAT_CASES))
+def test_float_arithmetic_rounds_once_to_nearest_even(compute):
+    rng = np.random.default_rng()
+    x = (rng.standard_normal(N) * 10.0 ** rng.integers(-3, 4, N)).astype(np.float32)
+    y = (rng.standard_normal(N) * 10.0 ** rng.integers(-3, 4, N)).astype(np.float32)
+    out = _run(compute, x.view(np.uint32), y.view(np.uint32), np.full(N, np.nan, np.float32).view(np.uint32),
+               load="f32", store="f32").view(np.float32)
+    want = np.array([_round_f32(FLOAT_CASES[compute](float(a), float(b))) for a, b in zip(x, y)], np.float32)
+    assert np.array_equal(out.view(np.uint32), want.view(np.uint32)), (x, y, out, want)
+
+
+def test_float_min_max_and_comparisons_with_nan():
+    rng = np.random.default_rng()
+    x = rng.standard_normal(N).astype(np.float32)
+    y = rng.standard_normal(N).astype(np.float32)
+    x[:8] = np.nan
+    out = _run("min.f32 %f3, %f1, %f2;", x.view(np.uint32), y.view(np.uint32), np.zeros(N, np.uint32),
+               load="f32", store="f32").view(np.float32)
+    assert np.array_equal(out, np.fmin(x, y))                          # PTX: NaN and a number gives the number
+    lt = _run("setp.lt.f32 %p1, %f1, %f2;\n    selp.u32 %r3, 1, 0, %p1;", x.view(np.uint32), y.view(np.uint32),
+              np.full(N, 9, np.uint32), load="f32")
+    ltu = _run("setp.ltu.f32 %p1, %f1, %f2;\n    selp.u32 %r3, 1, 0, %p1;", x.view(np.uint32), y.view(np.uint32),
+               np.full(N, 9, np.uint32), load="f32")
+    assert np.array_equal(lt, (x < y).astype(np.uint32))               # ordered: false on NaN
+    assert np.array_equal(ltu, ((x < y) | np.isnan(x)).astype(np.uint32))   # unordered: true on NaN
+
+
+# ---------------------------------------------------------------------------- convert
+def test_float_to_int_conversions_round_as_named_and_saturate():
+    rng = np.random.default_rng()
+    x = (rng.standard_normal(N) * 1e3).astype(np.float32)
+    x[:4] = [np.nan, 3e9, -3e9, -2.5]
+    y = np.zeros(N, np.uint32)
+    for mode, fn in (("rni", np.rint), ("rzi", np.trunc), ("rmi", np.floor), ("rpi", np.ceil)):
+        out = _run(f"cvt.{mode}.s32.f32 %r3, %f1;", x.view(np.uint32), y, np.full(N, 7, np.int32), load="f32",
+                   store="s32")
+        want = np.where(np.isnan(x), 0, np.clip(fn(x.astype(np.float64)), -2**31, 2**31 - 1)).astype(np.int64)
+        assert out.tolist() == want.tolist(), mode
+
+
+def test_narrowing_float_conversions_round_to_nearest_even():
+    rng = np.random.default_rng()
+    x = (rng.standard_normal(N) * 10.0 ** rng.integers(-4, 4, N)).astype(np.float32)
+    h = np.zeros(N, np.uint16)
+    _run("cvt.rn.f16.f32 %h3, %f1;", x.view(np.uint32), x.view(np.uint32), h, load="f32", store="u16", width=4)
+    assert np.array_equal(h, x.astype(np.float16).view(np.uint16))
+    b = np.zeros(N, np.uint16)
+    _run("cvt.rn.bf16.f32 %h3, %f1;", x.view(np.uint32), x.view(np.uint32), b, load="f32", store="u16", width=4)
+    assert np.array_equal(b, x.astype(ml_dtypes.bfloat16).view(np.uint16))
+    packed = _run("cvt.rn.bf16x2.f32 %r3, %f1, %f2;", x.view(np.uint32), x[::-1].copy().view(np.uint32),
+                  np.zeros(N, np.uint32), load="f32")
+    assert np.array_equal(packed >> 16, x.astype(ml_dtypes.bfloat16).view(np.uint16))          # first operand high
+    assert np.array_equal(packed & 0xFFFF, x[::-1].astype(ml_dtypes.bfloat16).view(np.uint16))
+
+
+def _tf32_rna(v: np.ndarray) -> np.ndarray:
+    """float32 -> tf32 bits by round-to-nearest, ties away from zero, on the 10-bit mantissa (exactly)."""
+    out = []
+    for f in v.astype(np.float64).tolist():
+        if not np.isfinite(f) or f == 0:
+            out.append(np.float32(f))
+            continue
+        m, e = np.frexp(f)                                  # f = m * 2^e, 0.5 <= |m| < 1
+        q = Fraction(abs(m)) * 2**11                          # 11 significant bits (1 + 10)
+        r = int(q) + (1 if q - int(q) >= Fraction(1, 2) else 0)
+        out.append(np.float32(np.copysign(float(Fraction(r, 2**11) * Fraction(2) ** int(e)), f)))
+    return np.array(out, np.float32)
+
+
+def test_cvt_rna_tf32_f32_keeps_10_mantissa_bits_rounding_ties_away_from_zero():
+    rng = np.random.default_rng()
+    x = rng.standard_normal(N).astype(np.float32)
+    bits = x.view(np.uint32)
+    bits[:4] = [0x3F801000, 0xBF801000, 0x3F800FFF, 0x3F803000]   # exact ties (+, -), below a tie, tie above odd
+    out = _run("cvt.rna.tf32.f32 %r3, %f1;", bits, bits, np.zeros(N, np.uint32), load="f32")
+    want = _tf32_rna(x)
+    assert np.array_equal(out, want.view(np.uint32)), [hex(v) for v in out[:4]]
+    assert not (out & 0x1FFF).any()                              # the low 13 bits are zero
+
+
+def test_integer_conversions_wrap_or_saturate():
+    rng = np.random.default_rng()
+    x = _u32(rng)
+    out = _run("cvt.u16.u32 %h3, %r1;", x, x, np.zeros(N, np.uint16), store="u16")
+    assert np.array_equal(out, (x & 0xFFFF).astype(np.uint16))
+    sat = _run("cvt.sat.s16.s32 %h3, %r1;", x, x, np.zeros(N, np.int16).view(np.uint16), store="u16").view(np.int16)
+    assert sat.tolist() == [max(-32768, min(32767, _s(v))) for v in x.tolist()]

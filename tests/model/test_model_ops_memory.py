@@ -1,0 +1,342 @@
+"""tests/model/test_model_ops_memory.py - the memory, control, barriers, warp and cluster families of the CPU model
+(judge/model/ops/memory.py, control.py, barriers.py, warp.py, cluster.py), fed hand-written PTX.
+
+Run: PYTHONPATH=$PWD .venv/bin/python -m pytest tests/model/test_model_ops_memory.py -q
+
+Inputs are fresh random numbers each run; outputs start poisoned (NaN or a marker) so that an
+element the kernel never writes fails the comparison.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from judge import model
+from judge.model import snippet
+
+IO = (("x", "u64"), ("out", "u64"))
+SHARED = "    .shared .align 16 .b8 buf[4096];\n"
+# %r0 = tid, %rd1 = x, %rd2 = out, %rd3 = &x[tid] (4-byte elements), %rd4 = &out[tid], %r1 = buf
+HEAD = """
+    mov.u32 %r0, %tid.x;
+    ld.param.u64 %rd1, [x];
+    ld.param.u64 %rd2, [out];
+    mul.wide.u32 %rd5, %r0, 4;
+    add.s64 %rd3, %rd1, %rd5;
+    add.s64 %rd4, %rd2, %rd5;
+    mov.u32 %r1, buf;
+"""
+
+
+def _run(body, x, out, block=64, **kw):
+    return snippet.run(HEAD + body, (x, out), params=IO, shared=SHARED, block=(block, 1, 1), **kw)
+
+
+def _rand(n=64, dtype=np.float32):
+    return np.random.default_rng().standard_normal(n).astype(dtype)
+
+
+# ---------------------------------------------------------------------------- memory
+def test_vector_loads_and_stores_move_four_floats_per_thread():
+    x = _rand(256)
+    out = np.full(256, np.nan, np.float32)
+    _run("""
+    mul.wide.u32 %rd6, %r0, 16;
+    add.s64 %rd7, %rd1, %rd6;
+    add.s64 %rd8, %rd2, %rd6;
+    ld.global.v4.f32 {%f1, %f2, %f3, %f4}, [%rd7];
+    st.global.v4.f32 [%rd8], {%f4, %f3, %f2, %f1};
+""", x, out)
+    assert np.array_equal(out, x.reshape(64, 4)[:, ::-1].ravel())
+
+
+def test_shared_memory_round_trip_through_a_barrier_reverses_the_block():
+    x = _rand()
+    out = np.full(64, np.nan, np.float32)
+    rep = _run("""
+    ld.global.f32 %f1, [%rd3];
+    shl.b32 %r2, %r0, 2;
+    add.u32 %r3, %r1, %r2;
+    st.shared.f32 [%r3], %f1;
+    bar.sync 0;
+    sub.u32 %r4, 63, %r0;
+    shl.b32 %r5, %r4, 2;
+    add.u32 %r6, %r1, %r5;
+    ld.shared.f32 %f2, [%r6];
+    st.global.f32 [%rd4], %f2;
+""", x, out)
+    assert np.array_equal(out, x[::-1])
+    assert rep.counts["st.shared"] == 64 and rep.counts["ld.shared"] == 64 and rep.counts["bar.sync"] == 64
+
+
+def test_generic_addresses_reach_shared_memory_through_cvta():
+    x = _rand()
+    out = np.full(64, np.nan, np.float32)
+    _run("""
+    ld.global.f32 %f1, [%rd3];
+    shl.b32 %r2, %r0, 2;
+    add.u32 %r3, %r1, %r2;
+    cvt.u64.u32 %rd9, %r3;
+    cvta.shared.u64 %rd10, %rd9;
+    st.f32 [%rd10], %f1;
+    bar.sync 0;
+    ld.shared.f32 %f2, [%r3];
+    add.f32 %f3, %f2, %f2;
+    st.global.f32 [%rd4], %f3;
+""", x, out)
+    assert np.array_equal(out, x * 2)
+
+
+def test_atomics_run_lane_by_lane_and_return_the_old_value():
+    out = np.zeros(64, np.uint32)
+    x = np.zeros(64, np.uint32)
+    x[0] = 1000
+    _run("""
+    atom.global.add.u32 %r2, [%rd1], 1;      // every thread adds 1 to x[0]
+    st.global.u32 [%rd4], %r2;
+""", x, out)
+    assert x[0] == 1064 and sorted(out.tolist()) == list(range(1000, 1064))
+
+
+def test_shared_atomic_max_and_global_red_add_float_in_lane_order():
+    x = _rand()
+    out = np.full(64, np.nan, np.float32)
+    out[1] = 0.0                              # the accumulator red.add adds into
+    _run("""
+    setp.eq.u32 %p1, %r0, 0;
+    @%p1 st.shared.u32 [%r1+16], 0;
+    bar.sync 0;
+    ld.global.f32 %f1, [%rd3];
+    atom.shared.max.s32 %r4, [%r1+16], %r0;  // the largest thread index
+    red.global.add.f32 [%rd2+4], %f1;        // out[1] += x[tid]
+    bar.sync 0;
+    @%p1 ld.shared.u32 %r5, [%r1+16];
+    @%p1 st.global.u32 [%rd2], %r5;
+""", x, out)
+    assert out.view(np.uint32)[0] == 63
+    acc = np.float32(0)
+    for v in x:                                # one lane at a time, each sum rounded to float32
+        acc = np.float32(np.float64(acc) + np.float64(v))
+    assert out[1] == acc and np.isnan(out[2:]).all()
+
+
+def test_a_global_access_past_the_arrays_is_a_violation_naming_the_address():
+    x = _rand()
+    with pytest.raises(model.Violation) as e:
+        _run("    ld.global.f32 %f1, [%rd3+256];\n", x, np.zeros(64, np.float32))
+    assert e.value.rule == "global-bounds" and "outside every array" in e.value.message
+
+
+# ---------------------------------------------------------------------------- control
+def test_divergent_branches_take_each_threads_own_path():
+    x = _rand()
+    out = np.full(64, np.nan, np.float32)
+    _run("""
+    ld.global.f32 %f1, [%rd3];
+    and.b32 %r2, %r0, 1;
+    setp.eq.u32 %p1, %r2, 0;
+    @%p1 bra EVEN;
+    neg.f32 %f2, %f1;
+    bra.uni DONE;
+EVEN:
+    add.f32 %f2, %f1, %f1;
+DONE:
+    st.global.f32 [%rd4], %f2;
+""", x, out)
+    want = np.where(np.arange(64) % 2 == 0, 2 * x, -x)
+    assert np.array_equal(out, want)
+
+
+def test_threads_that_exit_early_write_nothing():
+    x = _rand()
+    out = np.full(64, np.nan, np.float32)
+    _run("""
+    setp.ge.u32 %p1, %r0, 40;
+    @%p1 exit;
+    ld.global.f32 %f1, [%rd3];
+    st.global.f32 [%rd4], %f1;
+""", x, out)
+    assert np.array_equal(out[:40], x[:40]) and np.isnan(out[40:]).all()
+
+
+def test_a_loop_counts_and_a_trap_is_a_violation():
+    out = np.zeros(64, np.uint32)
+    _run("""
+    mov.u32 %r2, 0;
+    mov.u32 %r3, 0;
+LOOP:
+    add.u32 %r3, %r3, %r0;
+    add.u32 %r2, %r2, 1;
+    setp.lt.u32 %p1, %r2, 5;
+    @%p1 bra LOOP;
+    st.global.u32 [%rd4], %r3;
+""", np.zeros(64, np.uint32), out)
+    assert np.array_equal(out, 5 * np.arange(64))
+    with pytest.raises(model.Violation) as e:
+        _run("    setp.eq.u32 %p1, %r0, 7;\n    @%p1 trap;\n", np.zeros(64, np.uint32), out)
+    assert e.value.rule == "trap" and "thread 7" in e.value.message
+
+
+def test_a_loop_that_never_ends_is_a_hang():
+    with pytest.raises(model.Hang) as e:
+        _run("LOOP:\n    bra LOOP;\n", np.zeros(64, np.uint32), np.zeros(64, np.uint32), budget=500)
+    assert "never" in str(e.value)
+
+
+# ---------------------------------------------------------------------------- barriers
+def test_bar_arrive_and_a_counted_bar_sync_hand_data_from_producers_to_consumers():
+    x = _rand()
+    out = np.full(64, np.nan, np.float32)
+    _run("""
+    setp.lt.u32 %p1, %r0, 32;
+    shl.b32 %r2, %r0, 2;
+    add.u32 %r3, %r1, %r2;
+    @!%p1 bra CONSUMER;
+    ld.global.f32 %f1, [%rd3];
+    st.shared.f32 [%r3], %f1;
+    bar.arrive 1, 64;                         // warp 0 produces ...
+    bra.uni END;
+CONSUMER:
+    bar.sync 1, 64;                           // ... warp 1 waits for it
+    ld.shared.f32 %f2, [%r3+-128];
+    st.global.f32 [%rd4], %f2;
+END:
+""", x, out)
+    assert np.isnan(out[:32]).all() and np.array_equal(out[32:], x[:32])
+
+
+def test_a_barrier_that_waits_for_more_threads_than_arrive_hangs_with_its_count():
+    with pytest.raises(model.Hang) as e:
+        _run("    bar.sync 2, 96;\n", np.zeros(64, np.uint32), np.zeros(64, np.uint32))
+    assert "barrier 2" in str(e.value) and "64 of 96" in str(e.value)
+
+
+def test_bar_warp_sync_orders_a_warps_shared_writes():
+    x = _rand()
+    out = np.full(64, np.nan, np.float32)
+    rep = _run("""
+    ld.global.f32 %f1, [%rd3];
+    shl.b32 %r2, %r0, 2;
+    add.u32 %r3, %r1, %r2;
+    st.shared.f32 [%r3], %f1;
+    bar.warp.sync -1;
+    xor.b32 %r4, %r0, 1;
+    shl.b32 %r5, %r4, 2;
+    add.u32 %r6, %r1, %r5;
+    ld.shared.f32 %f2, [%r6];
+    st.global.f32 [%rd4], %f2;
+""", x, out)
+    assert np.array_equal(out, x.reshape(32, 2)[:, ::-1].ravel())
+    assert not rep.violations
+
+
+# ---------------------------------------------------------------------------- warp
+def test_a_butterfly_shuffle_reduction_sums_each_warp():
+    x = np.random.default_rng().integers(0, 1000, 64).astype(np.uint32)
+    out = np.zeros(64, np.uint32)
+    body = "    ld.global.u32 %r2, [%rd3];\n"
+    for s in (16, 8, 4, 2, 1):
+        body += f"    shfl.sync.bfly.b32 %r3, %r2, {s}, 31, -1;\n    add.u32 %r2, %r2, %r3;\n"
+    body += "    st.global.u32 [%rd4], %r2;\n"
+    _run(body, x, out)
+    assert np.array_equal(out, np.repeat(x.reshape(2, 32).sum(axis=1), 32))
+
+
+def test_shuffle_up_keeps_the_value_below_the_segment_and_idx_broadcasts():
+    x = np.random.default_rng().integers(0, 2**31, 64).astype(np.uint32)
+    out = np.zeros(64, np.uint32)
+    _run("""
+    ld.global.u32 %r2, [%rd3];
+    shfl.sync.up.b32 %r3|%p1, %r2, 3, 0, -1;
+    shfl.sync.idx.b32 %r4, %r2, 5, 31, -1;
+    xor.b32 %r5, %r3, %r4;
+    st.global.u32 [%rd4], %r5;
+""", x, out)
+    lane = np.arange(64) % 32
+    up = np.where(lane >= 3, x[np.arange(64) - 3], x)
+    idx = x[(np.arange(64) // 32) * 32 + 5]
+    assert np.array_equal(out, up ^ idx)
+
+
+def test_vote_ballot_activemask_and_elect():
+    x = np.random.default_rng().integers(0, 2, 64).astype(np.uint32)
+    out = np.zeros(64, np.uint32)
+    _run("""
+    ld.global.u32 %r2, [%rd3];
+    setp.ne.u32 %p1, %r2, 0;
+    vote.sync.ballot.b32 %r3, %p1, -1;
+    vote.sync.any.pred %p2, %p1, -1;
+    selp.u32 %r4, 1, 0, %p2;
+    setp.lt.u32 %p3, %r0, 40;
+    @!%p3 bra SKIP;
+    activemask.b32 %r5;
+    elect.sync %r6|%p4, -1;
+    selp.u32 %r7, 1, 0, %p4;
+    bra.uni STORE;
+SKIP:
+    mov.u32 %r5, 0;
+    mov.u32 %r7, 0;
+STORE:
+    xor.b32 %r8, %r3, %r5;
+    add.u32 %r8, %r8, %r4;
+    add.u32 %r8, %r8, %r7;
+    st.global.u32 [%rd4], %r8;
+""", x, out)
+    ballot = np.array([sum(int(x[w * 32 + i]) << i for i in range(32)) for w in (0, 1)], np.uint64)
+    active = np.array([0xFFFFFFFF, 0xFF], np.uint64)
+    t = np.arange(64)
+    want = ((ballot[t // 32] ^ np.where(t < 40, active[t // 32], 0)) + (ballot[t // 32] != 0)
+            + np.isin(t, (0, 32))) % 2**32
+    assert np.array_equal(out, want.astype(np.uint32))
+
+
+# ---------------------------------------------------------------------------- cluster
+def test_each_block_of_a_cluster_reads_its_neighbours_shared_memory_through_mapa():
+    x = _rand(128)
+    out = np.full(128, np.nan, np.float32)
+    rep = snippet.run(HEAD + """
+    mov.u32 %r10, %cluster_ctarank;
+    mov.u32 %r11, %ctaid.x;
+    mul.lo.u32 %r12, %r11, 64;
+    add.u32 %r13, %r12, %r0;
+    mul.wide.u32 %rd9, %r13, 4;
+    add.s64 %rd10, %rd1, %rd9;
+    add.s64 %rd11, %rd2, %rd9;
+    ld.global.f32 %f1, [%rd10];
+    shl.b32 %r2, %r0, 2;
+    add.u32 %r3, %r1, %r2;
+    st.shared.f32 [%r3], %f1;
+    barrier.cluster.arrive.release.aligned;
+    barrier.cluster.wait.acquire.aligned;
+    xor.b32 %r14, %r10, 1;
+    mapa.shared::cluster.u32 %r15, %r3, %r14;
+    ld.shared::cluster.f32 %f2, [%r15];
+    getctarank.shared::cluster.u32 %r16, %r15;
+    cvt.rn.f32.u32 %f3, %r16;
+    add.f32 %f4, %f2, %f3;
+    st.global.f32 [%rd11], %f4;
+    barrier.cluster.arrive.release.aligned;
+    barrier.cluster.wait.acquire.aligned;
+""", (x, out), params=IO, shared=SHARED, block=(64, 1, 1), grid=(2, 1, 1), cluster=(2, 1, 1))
+    want = np.concatenate([x[64:] + 1, x[:64] + 0])
+    assert np.array_equal(out, want.astype(np.float32))
+    assert rep.counts["barrier.cluster.arrive"] == 256 and not rep.violations
+
+
+def test_a_block_that_skips_the_cluster_barrier_hangs_its_peer():
+    with pytest.raises(model.Hang) as e:
+        snippet.run(HEAD + """
+    mov.u32 %r10, %cluster_ctarank;
+    setp.eq.u32 %p1, %r10, 1;
+    @%p1 bra.uni SKIP;
+    barrier.cluster.arrive.aligned;
+    barrier.cluster.wait.aligned;
+    bra.uni END;
+SKIP:
+    bar.sync 1, 128;                          // block 1 waits for threads that never come
+END:
+""", (np.zeros(64, np.uint32), np.zeros(64, np.uint32)), params=IO, shared=SHARED, block=(64, 1, 1),
+                    grid=(2, 1, 1), cluster=(2, 1, 1))
+    msg = str(e.value)
+    assert "barrier.cluster.wait" in msg and "64 live threads of the cluster never arrive" in msg
+    assert "barrier 1 of block rank 1 (64 of 128 arrived)" in msg

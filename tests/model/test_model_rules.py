@@ -1,0 +1,274 @@
+"""tests/model/test_model_rules.py - every rule the CPU model enforces has a PTX snippet that breaks it, and a
+PTX ISA section in judge.model.checks.RULES that its message cites.
+
+Run: PYTHONPATH=$PWD .venv/bin/python -m pytest tests/model/test_model_rules.py -q
+
+Each case is a few hand-written PTX lines (judge.model.snippet makes them a module) run on the
+model; the Violation must name the rule, and its message must end with the rule's citation. A
+second test reads judge/model's source: every rule id passed to fail()/abort() has an entry in
+RULES, and every entry has a case here.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from judge import model
+from judge.hw import tma
+from judge.hw import wgmma as hw_wgmma
+from judge.model import checks, snippet
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SHARED = "    .shared .align 128 .b8 buf[4096];\n    .shared .align 8 .b64 bar;\n"
+IO = (("in", "u64"), ("out", "u64"))
+# thread index, the shared buffer's address, the global input and output
+PROLOGUE = """
+    mov.u32 %r0, %tid.x;
+    mov.u32 %r1, buf;
+    mov.u32 %r3, bar;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    setp.eq.u32 %p1, %r0, 0;
+    setp.eq.u32 %p2, %r0, 32;
+"""
+
+
+def _io(rng):
+    return rng.standard_normal(256).astype(np.float32), np.full(256, np.nan, np.float32)
+
+
+# rule -> (PTX body after PROLOGUE, launch keywords, extra parameters and arguments builder)
+CASES = {
+    "cp.async-wait": ("""
+    @%p1 cp.async.ca.shared.global [%r1], [%rd1], 4;
+    cp.async.commit_group;
+    @%p1 ld.shared.u32 %r2, [%r1];          // no cp.async.wait_group before the read
+""", {}),
+    "cp.async-visibility": ("""
+    @%p1 cp.async.ca.shared.global [%r1], [%rd1], 4;
+    cp.async.commit_group;
+    cp.async.wait_group 0;                  // covers thread 0's own copy only
+    @%p2 ld.shared.u32 %r2, [%r1];          // thread 32 reads it with no barrier after that wait
+""", {}),
+    "async-overwrite-race": ("""
+    @%p2 ld.shared.u32 %r2, [%r1];          // warp 1 reads the buffer
+    @%p1 cp.async.ca.shared.global [%r1], [%rd1], 4;    // thread 0 refills it with no barrier between
+""", {}),
+    "async-read-overwritten": ("""
+    @%p1 cp.async.bulk.global.shared::cta.bulk_group [%rd2], [%r1], 16;
+    @%p1 cp.async.bulk.commit_group;
+    @%p1 st.shared.u32 [%r1], %r0;          // before cp.async.bulk.wait_group.read
+""", {}),
+    "exit-before-bulk-read": ("""
+    @%p1 cp.async.bulk.global.shared::cta.bulk_group [%rd2], [%r1], 16;
+    @%p1 cp.async.bulk.commit_group;        // and exits without waiting for the read
+""", {}),
+    "proxy-fence": ("""
+    @%p1 st.shared.u32 [%r1], %r0;
+    @%p1 cp.async.bulk.global.shared::cta.bulk_group [%rd2], [%r1], 16;   // no fence.proxy.async
+    @%p1 cp.async.bulk.commit_group;
+    @%p1 cp.async.bulk.wait_group.read 0;
+""", {}),
+    "proxy-fence-barrier": ("""
+    @%p2 st.shared.u32 [%r1], %r0;
+    fence.proxy.async.shared::cta;          // fenced by its writer, but no barrier after the fence
+    @%p1 cp.async.bulk.global.shared::cta.bulk_group [%rd2], [%r1], 16;
+    @%p1 cp.async.bulk.commit_group;
+    @%p1 cp.async.bulk.wait_group.read 0;
+""", {}),
+    "tma-read-before-complete": ("""
+    @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+    @%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1], 16, [%r3];
+    @%p1 ld.shared.u32 %r2, [%r1];          // the phase has not completed (no arrival yet)
+""", {}),
+    "tma-visibility": ("""
+    @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+    @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r3], 16;
+    @%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1], 16, [%r3];
+    @%p2 ld.shared.u32 %r2, [%r1];          // the phase completed, but thread 32 never waited on it
+""", {}),
+    "mbarrier-uninitialized": ("""
+    @%p1 mbarrier.arrive.shared::cta.b64 %rd5, [%r3];      // no mbarrier.init
+""", {}),
+    "mbarrier-arrivals": ("""
+    @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+    @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r3], 16;
+    @%p1 mbarrier.arrive.shared::cta.b64 %rd5, [%r3];      // a second arrival on a count of 1
+""", {}),
+    "alignment": ("""
+    @%p1 cp.async.cg.shared.global [%r1+4], [%rd1], 16;     // 16 bytes to an offset of 4
+""", {}),
+    "shared-bounds": ("""
+    @%p1 ld.shared.u32 %r2, [%r1+65536];
+""", {}),
+    "global-bounds": ("""
+    @%p1 ld.global.u32 %r2, [%rd1+4096];    // the input has 1024 bytes
+""", {}),
+    "shared-window": ("""
+    mapa.shared::cluster.u32 %r4, %r1, 0;
+    @%p1 cp.async.ca.shared.global [%r4], [%rd1], 4;        // cp.async takes .shared::cta addresses
+""", {}),
+    "mapa-address": ("""
+    @%p1 mapa.u64 %rd4, %rd1, 0;            // a global address, not a shared variable's
+""", {}),
+    "dsmem-unordered": ("""
+    mov.u32 %r5, %cluster_ctarank;
+    setp.eq.u32 %p3, %r5, 1;
+    setp.eq.u32 %p4, %r5, 0;
+    mapa.shared::cluster.u32 %r4, %r1, 0;
+    @%p3 st.shared::cluster.u32 [%r4], %r0;  // block 1 writes block 0's buffer ...
+    @%p4 ld.shared::cluster.u32 %r2, [%r4];  // ... block 0 reads it, no cluster barrier between
+""", {"grid": (2, 1, 1), "cluster": (2, 1, 1)}),
+    "dsmem-after-exit": ("""
+    mov.u32 %r5, %cluster_ctarank;
+    setp.eq.u32 %p3, %r5, 1;
+    mapa.shared::cluster.u32 %r4, %r1, 0;
+    @%p3 st.shared::cluster.u32 [%r4+64], %r0;   // block 1 writes block 0's memory; block 0 exits
+""", {"grid": (2, 1, 1), "cluster": (2, 1, 1)}),
+    "trap": ("""
+    @%p2 trap;
+""", {}),
+    "tma-rank": ("""
+    @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+    mov.u64 %rd6, tmap;
+    @%p1 cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd6, {%r0}], [%r3];
+""", {"tmap": True}),
+    "wgmma-aligned": ("""
+    wgmma.fence.sync.aligned;
+    @%p1 wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%f1, %f2, %f3, %f4}, %rd7, %rd8, 0, 1, 1, 0, 0;
+""", {"wgmma": True}),
+    "wgmma-fence": ("""
+    wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%f1, %f2, %f3, %f4}, %rd7, %rd8, 0, 1, 1, 0, 0;
+""", {"wgmma": True}),
+    "wgmma-descriptor": ("""
+    wgmma.fence.sync.aligned;
+    not.b64 %rd9, 0;
+    wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%f1, %f2, %f3, %f4}, %rd9, %rd8, 0, 1, 1, 0, 0;
+""", {"wgmma": True}),
+    "wgmma-accumulator": ("""
+    wgmma.fence.sync.aligned;
+    wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%f1, %f2, %f3, %f4}, %rd7, %rd8, 0, 1, 1, 0, 0;
+    wgmma.commit_group.sync.aligned;
+    add.f32 %f5, %f1, %f2;                  // before wgmma.wait_group
+    wgmma.wait_group.sync.aligned 0;
+""", {"wgmma": True}),
+}
+
+
+def _run_case(rule, seed):
+    body, kw = CASES[rule]
+    kw = dict(kw)
+    rng = np.random.default_rng(seed)
+    x, y = _io(rng)
+    params, args = list(IO), [x, y]
+    if kw.pop("tmap", False):
+        params.insert(0, ("tmap[128]", "align 64 .b8"))
+        t2 = rng.standard_normal((16, 64)).astype(np.float32)
+        args.insert(0, tma.tensor_map_spec(t2, box=(16, 4)))
+    if kw.pop("wgmma", False):
+        params += [("da", "u64"), ("db", "u64")]
+        body = "    ld.param.u64 %rd7, [da];\n    ld.param.u64 %rd8, [db];\n" + body
+        args += [np.uint64(hw_wgmma.encode(0, 128, 256, "none")), np.uint64(hw_wgmma.encode(2048, 128, 256, "none"))]
+        kw.setdefault("block", (128, 1, 1))
+    kw.setdefault("block", (64, 1, 1))
+    ptx = snippet.kernel(PROLOGUE + body, params=params, shared=SHARED)
+    return model.run(ptx, "k", args=tuple(args), seed=seed, **kw)
+
+
+@pytest.mark.parametrize("rule", sorted(CASES))
+def test_the_snippet_breaks_its_rule_and_the_message_cites_the_ptx_isa(rule):
+    with pytest.raises(model.Violation) as e:
+        _run_case(rule, seed=int(np.random.default_rng().integers(2**31)))
+    assert e.value.rule == rule, f"expected {rule}, got {e.value}"
+    assert e.value.message.endswith(checks.cite(rule))
+    assert "PTX ISA, " + checks.RULES[rule].section in e.value.message
+
+
+def _rules_raised_in_source() -> dict[str, str]:
+    """rule id -> file, for every rule id given to fail()/abort() in judge/model (a rule chosen from a
+    table in the same function counts each string of that table)."""
+    out = {}
+    for path in sorted((ROOT / "judge" / "model").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef) or fn.name in ("fail", "abort"):
+                continue                    # (fail and abort themselves pass a rule through)
+            for call in ast.walk(fn):
+                if not isinstance(call, ast.Call):
+                    continue
+                name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+                if name not in ("fail", "abort", "Violation"):
+                    continue
+                args = call.args
+                rule = next((a for a in args[:2] if isinstance(a, ast.Constant) and isinstance(a.value, str)), None)
+                if rule is not None:
+                    out.setdefault(rule.value, str(path.relative_to(ROOT)))
+                elif args and any(isinstance(a, ast.Name) for a in args[:2]) and name != "Violation":
+                    for t in ast.walk(fn):          # rule from a table: (STATE, "rule-id") pairs
+                        if isinstance(t, ast.Tuple):
+                            out.update({c.value: str(path.relative_to(ROOT)) for c in t.elts
+                                        if isinstance(c, ast.Constant) and isinstance(c.value, str)})
+    return out
+
+
+def test_every_rule_raised_anywhere_has_an_entry_and_every_entry_a_breaking_case():
+    raised = _rules_raised_in_source()
+    assert len(raised) >= 20
+    missing = {r: f for r, f in raised.items() if r not in checks.RULES}
+    assert not missing, f"rule ids raised without an entry in judge.model.checks.RULES: {missing}"
+    elsewhere = {r for r in checks.RULES if r.startswith("tcgen05-")}   # sm_100a: tests/model/test_model_tcgen05.py
+    assert set(CASES) | elsewhere == set(checks.RULES), (
+        f"RULES without a breaking case: {set(checks.RULES) - set(CASES) - elsewhere}; "
+        f"cases of no rule: {set(CASES) - set(checks.RULES)}")
+    unused = set(checks.RULES) - set(raised)
+    assert not unused, f"RULES entries the model never raises: {unused}"
+
+
+def test_a_violation_is_only_made_by_checks():
+    for path in sorted((ROOT / "judge" / "model").rglob("*.py")):
+        if path.name in ("errors.py", "checks.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "Violation":
+                pytest.fail(f"{path.relative_to(ROOT)}:{node.lineno} builds a Violation itself: use checks.fail / "
+                            f"checks.abort so that the message cites its rule")
+
+
+def test_an_unknown_rule_id_is_refused():
+    class Probe:
+        strict, violations = True, []
+
+        def where(self, ins):
+            return "here"
+
+        def event(self, *a, **k):
+            pass
+    with pytest.raises(KeyError):
+        checks.fail(Probe(), "no-such-rule", None, "x")
+
+
+def test_without_the_mistake_the_same_snippets_run_clean():
+    """The same lines with the missing wait, barrier or fence put back: no Violation."""
+    ok = {
+        "cp.async-wait": CASES["cp.async-wait"][0].replace("cp.async.commit_group;", "cp.async.commit_group;\n"
+                                                           "    cp.async.wait_group 0;"),
+        "cp.async-visibility": CASES["cp.async-visibility"][0].replace("cp.async.wait_group 0;",
+                                                                       "cp.async.wait_group 0;\n    bar.sync 0;"),
+        "async-overwrite-race": CASES["async-overwrite-race"][0].replace("    @%p1 cp.async", "    bar.sync 0;\n"
+                                                                         "    @%p1 cp.async"),
+        "proxy-fence-barrier": CASES["proxy-fence-barrier"][0].replace("fence.proxy.async.shared::cta;",
+                                                                       "fence.proxy.async.shared::cta;\n    bar.sync 0;"),
+        "exit-before-bulk-read": CASES["exit-before-bulk-read"][0] + "    @%p1 cp.async.bulk.wait_group.read 0;\n",
+    }
+    for rule, body in ok.items():
+        saved = CASES[rule]
+        CASES[rule] = (body, saved[1])
+        try:
+            rep = _run_case(rule, seed=1)
+        finally:
+            CASES[rule] = saved
+        assert not rep.violations, (rule, rep.violations)
