@@ -292,7 +292,8 @@ def _alive(pid):
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process tree from /proc")
 def test_ctrl_c_during_a_check_ends_every_process_and_prints_one_line():
     env = dict(os.environ, JUDGE_TIMEOUT="60")
-    fixture = ROOT / "exercises" / "pipeline_timeline" / "fixtures" / "hang_spin_for_free_buffer.py"
+    from judge.grading import exercise
+    fixture = exercise.get("pipeline_timeline").fixture_path("hang_spin_for_free_buffer.py")
     p = subprocess.Popen(CLI + ["check", "pipeline_timeline", str(fixture)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     deadline = time.monotonic() + 30

@@ -54,10 +54,7 @@ WAIVED = {
 
 #: exercises whose wrong fixtures are still whole copies: converted with
 #: `python -m judge.grading.fixtures --to-patches ID` (then removed from here)
-NOT_YET_PATCHES = {"barrier_phases", "cluster_geometry", "dsmem_addressing", "e8m0_scale", "group_accounting",
-                   "multicast_plan", "mx_quantize", "pipeline_timeline", "smem_budget", "swizzle_address",
-                   "tcgen05_gemm", "tensormap_args", "tma_plan", "tmem_plan", "wgmma_descriptor",
-                   "wgmma_fragment", "ws_ring_phases"}
+NOT_YET_PATCHES: set[str] = set()          # every exercise is converted
 
 
 def required_classes(ex) -> dict[str, str]:
