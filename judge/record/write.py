@@ -54,7 +54,8 @@ def _sources_since_last_save() -> set[Path]:
     mods = set()
     for m in list(sys.modules.values()):
         f = getattr(m, "__file__", None)
-        if f and (config.CHAPTERS_DIR in Path(f).resolve().parents or config.EXERCISES_DIR in Path(f).resolve().parents):
+        where = Path(f).resolve().parents if f else ()
+        if config.ROOT in where and (config.CHAPTERS_DIR in where or config.EXERCISES_DIR in where):
             mods.add(Path(f).resolve())
     return new | mods
 
