@@ -394,9 +394,15 @@ def test_fp8_like_for_like_on_the_h200(tmp_path):
     res = fp8.accumulation_error(ks=(4096,), m=256)
     paths = {r["path"] for r in res}
     assert {"kernel", "promote", "fast", "default"} <= paths
+    err = {(r["inputs"], r["path"]): r["rel_err"] for r in res}
     for r in res:
         assert r["not_finite"] == 0, r
-        assert r["rel_err"] < 2.0 ** -7, r
+        if r["inputs"] == "normal" or r["path"] in ("promote", "default"):   # promoted, or sums that cancel
+            assert r["rel_err"] < 2.0 ** -7, r
+    # inputs exact in E4M3, all positive: the partial sums only grow, and the tensor core's own
+    # accumulation (never promoted) loses what promotion keeps (measured 0.07 against 0.0019 at K = 4096)
+    assert err[("positive", "kernel")] > 4 * err[("positive", "promote")], err
+    assert err[("positive", "fast")] > 4 * err[("positive", "default")], err
     sp = fp8.like_for_like(sizes=(4096,), rounds=6)["sizes"]["4096"]
     assert all(r["ok"] for r in sp["rows"]), sp["rows"]
     assert len(sp["pairs"]) == 2 and all(p["speed ratio (medians)"] > 0 for p in sp["pairs"])
