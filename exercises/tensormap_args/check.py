@@ -156,14 +156,18 @@ def tensors(draw):
     aligned = st.integers(1, 16).map(lambda k: k * 16 // eb)          # whole 16-byte rows, most of the time
     shape = tuple(draw(st.one_of(aligned, aligned, st.integers(1, 300))) for _ in range(rank))
     box = tuple(draw(st.one_of(st.integers(1, 256), st.integers(0, 300), st.just(n), aligned, aligned)) for n in shape)
-    layout = draw(st.sampled_from(["row-major", "row-major", "padded", "strided", "slice", "slice"]))
+    layout = draw(st.sampled_from(["row-major", "row-major", "padded", "strided", "slice", "slice", "outer", "outer"]))
     strides = None
     if rank and layout != "row-major":
         inner = eb * (2 if layout == "strided" else 1)
         strides, step = [inner], shape[-1] * inner
         for n in reversed(shape[:-1]):
-            # padded: the rows only; slice: every dimension padded on its own (a slice of a larger tensor)
-            pad = draw(st.sampled_from([0, 16, 16, 48, 8, 24])) if layout == "slice" or len(strides) == 1 else 0
+            # padded: the rows only; slice: every dimension padded on its own (a slice of a larger tensor);
+            # outer: rows padded to 16 bytes, an outer dimension not (the 16-byte rule holds for every stride)
+            if layout == "outer":
+                pad = draw(st.sampled_from([0, 16, 48] if len(strides) == 1 else [8, 24]))
+            else:
+                pad = draw(st.sampled_from([0, 16, 16, 48, 8, 24])) if layout == "slice" or len(strides) == 1 else 0
             step += 0 if layout == "strided" else pad
             strides.insert(0, step)
             step *= n
