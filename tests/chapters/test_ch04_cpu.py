@@ -3,11 +3,8 @@ and the SASS, and the three CPU exercises (wgmma_descriptor, wgmma_fragment, ws_
 
 Run: python -m pytest tests/chapters/test_ch04_cpu.py -q      (no GPU; each grade runs in a child process)
 """
-import dataclasses
 import random
-import types
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,9 +12,10 @@ import pytest
 from judge.gpu import build
 from judge.grading import cpu_flow as flow
 from judge.grading import exercise, grade
-from judge.grading.result import Stop
 from judge.hw import tma, wgmma
 from judge.grading.grade import Verdict
+
+from tests.checking import graded_here
 
 TILE_CU = "chapters/04_wgmma/wgmma_tile.cu"
 
@@ -237,30 +235,6 @@ FOUND_BY_DRAWING = {
     "wgmma_fragment": [n for n in EXS["wgmma_fragment"].fixtures if n.startswith("wrong_")],
     "ws_ring_phases": ["wrong_advance_counts_calls.py"],
 }
-
-
-def graded_here(ex_id, file, *, drawn_only=False, seed=1):
-    """check.py run in this process on a file imported here, through a stand-in Submission that offers no
-    solution (released copies of the course ship without one); drawn_only drops the statement's listed cases."""
-    ex = EXS[ex_id]
-    check = exercise.import_file(ex.folder / "check.py", f"check_{ex_id}_here")
-    learner = exercise.import_file(file, f"learner_{ex_id}_{Path(file).stem}")
-    sub = types.SimpleNamespace(exercise=types.SimpleNamespace(id=ex.id, learner_file=ex.learner_file),
-                                learner_module=lambda *names: learner, progress=lambda text: None)
-    run = flow.run
-
-    def drawn(s, functions, **kw):
-        return run(s, [dataclasses.replace(f, edges=[]) for f in functions], **kw)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(flow.SEED_ENV, str(seed))
-        if drawn_only:                       # and time enough for every drawn input on a busy machine
-            mp.setattr(flow, "run", drawn)
-            mp.setattr(flow, "BUDGET_S", 60.0)
-        try:
-            return check.check(sub)
-        except Stop as stop:
-            return stop.result
 
 
 @pytest.mark.parametrize("job", [(i, n) for i in IDS for n in FOUND_BY_DRAWING[i]], ids=lambda j: f"{j[0]}/{j[1]}")

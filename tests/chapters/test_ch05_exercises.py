@@ -7,16 +7,14 @@ machine of the course has: its check compiles, reads the SASS and runs the kerne
 model (judge.model.ops.tcgen05), so its verdicts are the same on every machine, and a PASS says it was
 not run on a GPU.
 """
-import dataclasses
-import types
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
-from judge.grading import cpu_flow as flow
 from judge.grading import exercise, grade
-from judge.grading.result import Stop, Verdict
+from judge.grading.result import Verdict
+
+from tests.checking import graded_here
 
 IDS = ["e8m0_scale", "mx_quantize", "tmem_plan", "tcgen05_gemm"]
 EXS = {i: exercise.get(i) for i in IDS}
@@ -129,30 +127,6 @@ FOUND_BY_DRAWING = {
     "mx_quantize": [n for n in EXS["mx_quantize"].fixtures if n.startswith("wrong_")],
     "tmem_plan": [n for n in EXS["tmem_plan"].fixtures if n.startswith("wrong_")],
 }
-
-
-def graded_here(ex_id, file, *, drawn_only=False, seed=1):
-    """check.py run in this process on a file imported here, through a stand-in Submission that offers no
-    solution (released copies of the course ship without one); drawn_only drops the statement's listed cases."""
-    ex = EXS[ex_id]
-    check = exercise.import_file(ex.folder / "check.py", f"check_{ex_id}_here")
-    learner = exercise.import_file(file, f"learner_{ex_id}_{Path(file).stem}")
-    sub = types.SimpleNamespace(exercise=types.SimpleNamespace(id=ex.id, learner_file=ex.learner_file),
-                                learner_module=lambda *names: learner, progress=lambda text: None)
-    run = flow.run
-
-    def drawn(s, functions, **kw):
-        return run(s, [dataclasses.replace(f, edges=[]) for f in functions], **kw)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(flow.SEED_ENV, str(seed))
-        if drawn_only:                       # and time enough for every drawn input on a busy machine
-            mp.setattr(flow, "run", drawn)
-            mp.setattr(flow, "BUDGET_S", 60.0)
-        try:
-            return check.check(sub)
-        except Stop as stop:
-            return stop.result
 
 
 @pytest.mark.parametrize("job", [(i, n) for i in CPU_IDS for n in FOUND_BY_DRAWING[i]], ids=lambda j: f"{j[0]}/{j[1]}")

@@ -18,6 +18,8 @@ from judge.grading import cpu_flow as flow
 from judge.grading import grade
 from judge.grading.result import Stop, Verdict
 
+from tests.checking import graded_here
+
 
 class FakeSub:
     """What cpu_flow needs of a Submission: learner_module, progress, exercise.id."""
@@ -245,34 +247,6 @@ CH123 = ["pipeline_timeline", "group_accounting", "smem_budget", "tensormap_args
          "barrier_phases", "tma_plan", "cluster_geometry", "dsmem_addressing", "multicast_plan"]
 # wrong fixtures a check must find from drawn inputs alone, without the statement's listed cases
 NOT_BY_DRAWING = {("multicast_plan", "wrong_peer_no_expect_tx.py")}    # found, as HANG: a drawn load skips its issuer
-
-
-def graded_here(ex_id, file, *, drawn_only=False, seed=1):
-    """check.py run in this process on a file imported here, through a stand-in Submission that offers
-    no solution (released copies of the course ship without one); drawn_only drops the listed cases."""
-    import dataclasses
-    from pathlib import Path
-    from judge.grading import exercise
-    ex = exercise.get(ex_id)
-    check = exercise.import_file(ex.folder / "check.py", f"check_{ex_id}_flowtest")
-    learner = exercise.import_file(file, f"learner_{ex_id}_{Path(file).stem}")
-    sub = FakeSub()
-    sub.mod, sub.exercise = learner, types.SimpleNamespace(id=ex.id, learner_file=ex.learner_file)
-    sub.figure = lambda name: Path("/nonexistent") / name                  # drawing fails quietly: not tested here
-    run = flow.run
-
-    def drawn(s, functions, **kw):
-        return run(s, [dataclasses.replace(f, edges=[]) for f in functions], **kw)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(flow.SEED_ENV, str(seed))
-        mp.setattr(flow, "BUDGET_S", 60.0)            # every drawn input, however busy the machine
-        if drawn_only:
-            mp.setattr(flow, "run", drawn)
-        try:
-            return check.check(sub)
-        except Stop as stop:
-            return stop.result
 
 
 def _wrong_fixtures():
