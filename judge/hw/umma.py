@@ -149,7 +149,7 @@ def explain(desc: int) -> str:
         f"  bits  0-13  start address >> 4       = {d.start >> 4:#x}  ({d.start} bytes)",
         f"  bits 16-29  leading byte offset >> 4 = {d.lbo >> 4}  ({d.lbo} bytes)",
         f"  bits 32-45  stride byte offset >> 4  = {d.sbo >> 4}  ({d.sbo} bytes)",
-        f"  bits 46-48  fixed                    = 0b001",
+        "  bits 46-48  fixed                    = 0b001",
         f"  bits 49-51  base offset              = {d.base_offset}",
         f"  bit  52     LBO mode                 = {d.lbo_mode}",
         f"  bits 61-63  swizzle                  = {SWIZZLE_MODE[d.swizzle]}  ({d.swizzle})"])
