@@ -116,6 +116,8 @@ def tile_offset(mn, k, swizzle: str, major: str, *, rows: int, k_elems: int, ele
     _check(swizzle, major)
     span = SPAN[swizzle]
     if major == "K":
+        if swizzle == "128B_base32B":
+            raise ValueError("128B_base32B is an MN-major layout")
         kb, kbytes, mnv = k * elem_bytes, k_elems * elem_bytes, mn
         if swizzle == "none":
             return ((mnv // 8) * (kbytes // 16) + kb // 16) * 128 + (mnv % 8) * 16 + kb % 16
@@ -168,9 +170,10 @@ def slice_start(ks: int, k_step: int, swizzle: str, major: str, *, rows: int, k_
 # ----------------------------------------------------------------------------- drawing
 def draw_tile(swizzle: str = "128B", major: str = "K", *, rows: int | None = None, k_elems: int | None = None,
               elem_bytes: int = 2, ax=None):
-    """A matplotlib Figure (or draw into `ax`): the canonical tile as the MMA sees it, M/N down and K
-    across, each 16-byte chunk of elements one cell, coloured by the core matrix (8 rows x 16 bytes)
-    it belongs to and labelled with the 16-byte slot of shared memory it lies in. No pyplot."""
+    """A matplotlib Figure (or draw into `ax`): the canonical tile with its contiguous dimension across
+    (K-major: rows of M/N down, K across; MN-major: k-rows down, M/N across), each 16-byte chunk of
+    elements one cell, coloured by the core matrix (8 rows x 16 bytes) it belongs to and labelled with
+    the 16-byte slot of shared memory it lies in. No pyplot."""
     import numpy as np
     from matplotlib.figure import Figure
 
@@ -182,12 +185,12 @@ def draw_tile(swizzle: str = "128B", major: str = "K", *, rows: int | None = Non
         grid_r, grid_c = rows, k_elems // epc                # one cell per (row, 16 bytes of K)
         cell = lambda r, c: tile_offset(r, c * epc, swizzle, major, rows=rows, k_elems=k_elems, elem_bytes=elem_bytes)
         core = lambda r, c: (r // 8, c)
-    else:
+    else:                                                    # k-rows down, M/N across: as the bytes lie
         rows = rows or max(SPAN[swizzle], 32) // elem_bytes
         k_elems = k_elems or 16
-        grid_r, grid_c = rows // epc, k_elems                # one cell per (16 bytes of M/N, k)
-        cell = lambda r, c: tile_offset(r * epc, c, swizzle, major, rows=rows, k_elems=k_elems, elem_bytes=elem_bytes)
-        core = lambda r, c: (r, c // 8)
+        grid_r, grid_c = k_elems, rows // epc                # one cell per (k, 16 bytes of M/N)
+        cell = lambda r, c: tile_offset(c * epc, r, swizzle, major, rows=rows, k_elems=k_elems, elem_bytes=elem_bytes)
+        core = lambda r, c: (c, r // 8)
     slot = np.array([[cell(r, c) // 16 for c in range(grid_c)] for r in range(grid_r)])
     cores = sorted({core(r, c) for r in range(grid_r) for c in range(grid_c)})
     index = {cm: i for i, cm in enumerate(cores)}
@@ -204,8 +207,10 @@ def draw_tile(swizzle: str = "128B", major: str = "K", *, rows: int | None = Non
         ax.set_xlabel(f"K, 16 bytes ({epc} elements) per cell")
         ax.set_ylabel("row (M of A, N of B)")
     else:
-        ax.set_xlabel("k-row (K)")
-        ax.set_ylabel(f"M/N, 16 bytes ({epc} elements) per cell")
-    ax.set_title(f"{major}-major, {swizzle}: cell = 16-byte slot in shared memory; colour = core matrix",
-                 fontsize=8)
+        ax.set_xlabel(f"M or N, 16 bytes ({epc} elements) per cell")
+        ax.set_ylabel("k-row (K)")
+    ax.set_title(f"{major}-major, {swizzle}", fontsize=9)
+    if fig is not None:
+        fig.suptitle("number = the 16-byte slot of shared memory the chunk lies in; colour = core matrix "
+                     "(8 rows x 16 bytes)", fontsize=8)
     return fig if fig is not None else ax

@@ -233,6 +233,12 @@ def draw_layouts(swizzles=("none", "32B", "64B", "128B"), *, elem_bytes: int = 2
     fig = Figure(figsize=(3.2 * len(swizzles), 8.5), layout="constrained")
     axes = fig.subplots(2, len(swizzles), squeeze=False)
     for j, sw in enumerate(swizzles):
-        L.draw_tile(sw, "K", elem_bytes=elem_bytes, ax=axes[0][j])
+        if sw == "128B_base32B":                   # an MN-major layout only
+            axes[0][j].text(0.5, 0.5, "128B_base32B:\nMN-major only", ha="center", va="center")
+            axes[0][j].set_axis_off()
+        else:
+            L.draw_tile(sw, "K", elem_bytes=elem_bytes, ax=axes[0][j])
         L.draw_tile(sw, "MN", elem_bytes=elem_bytes, ax=axes[1][j])
+    fig.suptitle("number = the 16-byte slot of shared memory the chunk lies in; colour = core matrix "
+                 "(8 rows x 16 bytes); top K-major, bottom MN-major", fontsize=9)
     return fig
