@@ -1,4 +1,4 @@
-"""descriptor.py - the descriptors a Blackwell tcgen05.mma reads its operands and its shape through.
+"""umma_desc.py - the descriptors a Blackwell tcgen05.mma reads its operands and its shape through.
 
 Your task: fill in smem_descriptor(), tile_descriptor() and instr_descriptor(). Check with
     python practice/judge.py check umma_descriptor
