@@ -164,6 +164,16 @@ def test_tcgen05_mn_major_mistakes_give_a_wrong_c_and_the_k_major_copy_a_right_o
     assert t_close(c, ref, mag)
 
 
-def test_an_fp4_operand_marked_mn_major_is_a_verdict():
+def test_an_fp4_operand_marked_mn_major_is_a_verdict_and_an_fp8_one_is_read():
     with pytest.raises(ValueError, match="K-major"):
         umma.encode_idesc("kind::f8f6f4", "e2m1", "e2m1", M=128, N=64, b_major="MN")
+    img = np.zeros(8 * 4096, np.uint8)                      # the verdict comes before any arithmetic
+    descs = np.array([umma.encode(0, 16, 1024, "128B"), umma.encode(16384, 8192, 1024, "128B")] * 4, np.uint64)
+    idesc = 1 << 4 | 0 << 7 | 5 << 10 | 1 << 16 | (64 >> 3) << 17 | (128 >> 4) << 24   # B e2m1, MN-major
+    with pytest.raises(model.Violation, match="bit 16") as e:
+        model.run(probe(0, "e4m3"), "probe", grid=(1, 1, 1), block=(128, 1, 1),
+                  args=(img, np.int32(img.size // 16), descs, np.int32(4), np.uint32(idesc), np.uint32(0),
+                        np.full((128, 64), np.nan, np.float32), np.int32(64)), shared_bytes=img.size)
+    assert e.value.rule == "tcgen05-idesc"
+    c, ref, mag = tcgen05_run("e4m3", "128B", "K", "MN", N=128)   # the same bit on an E4M3 B: read, and right
+    assert t_close(c, ref, mag)
