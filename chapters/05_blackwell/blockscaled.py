@@ -6,6 +6,7 @@ Any machine, no GPU (none is used, and no Blackwell GPU has run this kernel):
     res = blockscaled.run_on_model(M=128, N=128, K=256)              # MXFP8: E4M3, E8M0 per 32
     res["ok"], res["max_rel_err"], res["report"].counts["tcgen05.cp"]
     res = blockscaled.run_on_model(fmt="nvfp4", K=128)               # NVFP4: E2M1, UE4M3 per 16
+    res = blockscaled.run_on_model(fmt="mxfp4", K=256)               # MXFP4: E2M1, E8M0 per 32 (kind::mxf4)
     blockscaled.tmem_layout(N=128)                                   # what sits where in tensor memory
 
 run_on_model draws fresh random inputs, quantizes them (judge.hw.formats, the course's one decoder), lays the
@@ -29,6 +30,7 @@ KERNEL = "gemm_mxfp8"
 BM, THREADS = 128, 128
 #: per format: the define, K elements per scale word (one step), the block of one scale, bytes per row per step
 FORMATS = {"mxfp8": {"defines": {}, "kw": 128, "block": 32, "row_bytes": 128},
+           "mxfp4": {"defines": {"MXFP4": 1}, "kw": 128, "block": 32, "row_bytes": 64},
            "nvfp4": {"defines": {"NVFP4": 1}, "kw": 64, "block": 16, "row_bytes": 32}}
 
 
@@ -58,6 +60,9 @@ def quantize(x: np.ndarray, fmt: str = "mxfp8"):
     if fmt == "mxfp8":
         q = formats.mx_quantize(x, "e4m3", block=32)               # E8M0 scale per 32 (OCP floor rule)
         return q.codes, q.scales, q.dequantize(), 1.0
+    if fmt == "mxfp4":
+        q = formats.mx_quantize(x, "e2m1", block=32)               # E2M1, E8M0 scale per 32
+        return formats.pack_fp4(q.codes), q.scales, q.dequantize(), 1.0
     n = formats.nvfp4_quantize(x)                                  # E2M1 codes, E4M3 scale per 16, FP32 tensor scale
     vals = formats.decode(n.codes, "e2m1").reshape(x.shape[0], -1, 16) * formats.decode(n.scales, "e4m3")[..., None]
     return formats.pack_fp4(n.codes), n.scales, vals.reshape(x.shape), float(n.tensor_scale)

@@ -1,7 +1,7 @@
 // gemm_mxfp8.cu - one 128 x N tile of a block-scaled GEMM on Blackwell: MXFP8 (E4M3, an E8M0 scale per 32) or NVFP4.
 // judge: target=sm_100a features=tcgen05.f8f6f4,tmem.cp,tcgen05.commit,tmem.alloc,tmem.relinquish,tmem.dealloc,tmem.ld,mbarrier.wait
 // Build and inspect (any machine, no GPU): python -c "from judge import build; print(build.compile('chapters/05_blackwell/gemm_mxfp8.cu').sass)"
-// NVFP4 variant: build.compile(path, defines={"NVFP4": 1}) (kind::mxf4nvf4, SASS UTCOMMA).
+// NVFP4 variant: build.compile(path, defines={"NVFP4": 1}) (kind::mxf4nvf4, SASS UTCOMMA); MXFP4: {"MXFP4": 1}.
 // Run it on the CPU model (no GPU): chapters/05_blackwell/blockscaled.py; tests/chapters/test_ch05_blockscaled.py.
 // No Blackwell GPU has run this kernel: the course compiles it, reads its SASS and runs its PTX on judge.model.
 //
@@ -9,11 +9,13 @@
 //   MXFP8 (default)  E4M3 codes, one byte each; an E8M0 scale per 32 elements of K: kind::mxf8f6f4, block32.
 //   NVFP4 (NVFP4=1)  E2M1 codes, two per byte (element 2i in the low nibble); a UE4M3 scale per 16
 //                    elements: kind::mxf4nvf4, block16 (the FP32 tensor scale is applied by the host).
+//   MXFP4 (MXFP4=1)  E2M1 codes, two per byte; an E8M0 scale per 32 elements: kind::mxf4, block32.
 // One CTA of 128 threads per 128 rows; N = 32..256 (a multiple of 32), K a multiple of KW.
 //
 // The K loop goes one SCALE WORD at a time: a 32-bit tensor-memory cell holds 4 one-byte scales of a row,
-// which is KW = 128 elements of MXFP8 (4 MMAs of K = 32, scale factor ID 0..3 picks the byte) or KW = 64
-// of NVFP4 (1 MMA of K = 64 reading all 4 bytes, ID 0). Per step:
+// which is KW = 128 elements of MXFP8 (4 MMAs of K = 32, scale factor ID 0..3 picks the byte), of MXFP4
+// (2 MMAs of K = 64 with 2 scales each, ID 0 and 2 pick the half word) or KW = 64 of NVFP4 (1 MMA of
+// K = 64 reading all 4 bytes, ID 0). Per step:
 //   1. every thread copies the step's A, B and scale bytes into shared memory (plain loads and stores);
 //   2. fence.proxy.async + __syncthreads: the tensor core reads shared memory through the async proxy;
 //   3. thread CP_THREAD copies the scales into tensor memory (tcgen05.cp.32x128b.warpx4), thread 0 issues
@@ -27,6 +29,9 @@
 #ifndef NVFP4
 #define NVFP4 0
 #endif
+#ifndef MXFP4
+#define MXFP4 0
+#endif
 #ifndef CP_THREAD
 #define CP_THREAD 0       // the thread that issues tcgen05.cp: 0 = the MMA issuer itself, 32 = warp 1's lane 0
 #endif
@@ -35,6 +40,10 @@
 #define KW 64             // K elements per scale word: one MMA of K = 64 with 4 scales of 16 per row
 #define ROW_BYTES 32      // bytes of one row of A or B per step: 64 FP4 codes, two per byte
 #define MMAS 1
+#elif MXFP4
+#define KW 128            // 2 MMAs of K = 64, each with two scales of 32 per row
+#define ROW_BYTES 64
+#define MMAS 2
 #else
 #define KW 128            // 4 MMAs of K = 32, each with one scale of 32 per row
 #define ROW_BYTES 128
@@ -46,6 +55,8 @@ __device__ __forceinline__ void mma_scaled(unsigned d, unsigned long long a, uns
   asm volatile("{\n .reg .pred acc;\n setp.ne.u32 acc, %6, 0;\n"
 #if NVFP4
                " tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.block16 [%0], %1, %2, %3, [%4], [%5], acc;\n}"
+#elif MXFP4
+               " tcgen05.mma.cta_group::1.kind::mxf4.block_scale.block32 [%0], %1, %2, %3, [%4], [%5], acc;\n}"
 #else
                " tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32 [%0], %1, %2, %3, [%4], [%5], acc;\n}"
 #endif
@@ -61,9 +72,9 @@ __device__ __forceinline__ void copy_scales(unsigned taddr, const void* src) {
 
 // Instruction descriptor of the block-scaled kinds: scale factor B ID in bits 4-5, A / B format in 7-9 /
 // 10-12, N >> 3 in 17-22, scale type in bit 23 (1 = UE8M0, 0 = UE4M3), M >> 7 in 27-28, scale factor A ID
-// in 29-30 (PTX ISA 9.7.16.4.2). E4M3 is format 0 of mxf8f6f4; E2M1 is format 1 of mxf4nvf4.
+// in 29-30 (PTX ISA 9.7.16.4.2). E4M3 is format 0 of mxf8f6f4; E2M1 is format 1 of mxf4 / mxf4nvf4.
 __host__ __device__ constexpr unsigned idesc_scaled(unsigned N, unsigned sf_id) {
-  return (sf_id << 4) | (NVFP4 ? (1u << 7) | (1u << 10) : 0u) | ((N >> 3) << 17) | ((NVFP4 ? 0u : 1u) << 23)
+  return (sf_id << 4) | (NVFP4 || MXFP4 ? (1u << 7) | (1u << 10) : 0u) | ((N >> 3) << 17) | ((NVFP4 ? 0u : 1u) << 23)
          | ((128u >> 7) << 27) | (sf_id << 29);
 }
 
@@ -128,10 +139,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) gemm_mxfp8(
       tc::fence_after();
 #endif
 #pragma unroll
-      for (int j = 0; j < MMAS; ++j) {                        // MMA j uses scale byte j of every row: ID = j
+      for (int j = 0; j < MMAS; ++j) {                        // MMA j uses scale bytes 4 j / MMAS ..: ID = 4 j / MMAS
         const int kb = j * (ROW_BYTES / MMAS);                  // 32 bytes (K = 32 of E4M3 / K = 64 of E2M1)
         mma_scaled(d_tmem, tc::smem_desc(sa + kb / 16 * 128, 128, ROW_BYTES * 8),
-                   tc::smem_desc(sb + kb / 16 * 128, 128, ROW_BYTES * 8), idesc_scaled(N, j), sfa_tmem, sfb_tmem,
+                   tc::smem_desc(sb + kb / 16 * 128, 128, ROW_BYTES * 8), idesc_scaled(N, 4 / MMAS * j), sfa_tmem, sfb_tmem,
                    (s > 0 || j > 0) ? 1u : 0u);
       }
       tc::commit(&done);
