@@ -18,7 +18,8 @@ its family (or a new module in this folder) and a test in tests/test_model_ops_*
     bulk       cp.async.bulk(.tensor), cp.reduce.async.bulk.tensor, bulk commit/wait groups
     wgmma      wgmma.fence / mma_async / commit_group / wait_group
     tcgen05    tcgen05.alloc / dealloc / relinquish_alloc_permit / mma / commit / ld / st / wait / fence
-               (tensor memory: judge.model.tensor_memory)
+               (tensor memory: judge.model.tensor_memory; block-scaled kinds: judge.model.block_scale)
+    tcgen05_cp tcgen05.cp (shared memory -> tensor memory; uses tcgen05's helpers and state)
     setmaxnreg setmaxnreg.inc / dec (warpgroup-aligned, the CTA's register pool)
     calls      call sequences: st.param of a call's arguments, call __assertfail (a failed assert)
 

@@ -26,10 +26,28 @@ one path of one warp is found however the kernel reaches it. The sections named 
                          it issues one MMA of its own. So a kernel where every thread issues them
                          runs 128 MMAs per instruction (its C is wrong) and 128 commits: no rule is
                          invented for it, the arithmetic shows it.
-                         Supported: .cta_group::1, kind::f16 (bf16 / f16 inputs), kind::tf32 and
-                         kind::f8f6f4 with E4M3 / E5M2 inputs, f32 accumulators, M = 128,
-                         N = 16..256 (step 16), K-major operands from shared-memory descriptors
-                         (no swizzle or the 32/64/128-byte swizzles, base offset 0), enable-input-d.
+                         Supported: .cta_group::1, kind::f16 (bf16 / f16 inputs), kind::tf32,
+                         kind::f8f6f4 with E4M3 / E5M2 / E3M2 / E2M3 / E2M1 inputs (FP6 / FP4 in
+                         padded 16-byte units, 9.7.16.10.4), the block-scaled kinds
+                         kind::mxf8f6f4 (same formats, E8M0 scale per 32), kind::mxf4 (E2M1, E8M0
+                         per 32) and kind::mxf4nvf4 (E2M1, E8M0 per 32 or E8M0 / UE4M3 per 16 =
+                         NVFP4) with .block16 / .block32 / .scale_vec::NX, scale factors read from
+                         tensor memory at [scale-A-tmem] / [scale-B-tmem] with the scale factor IDs
+                         of the instruction descriptor (judge.model.block_scale: layout, decoding
+                         through judge.hw.formats), f32 accumulators, M = 128, N = 16..256 (step
+                         16), K-major operands from shared-memory descriptors (no swizzle or the
+                         32/64/128-byte swizzles, base offset 0), enable-input-d.
+  tcgen05-scale-vec      a block-scaled MMA's kind, scale vector size (.block16 / .block32 /
+                         .scale_vec::NX), scale type (idesc bit 23) and scale factor IDs form a valid
+                         combination (9.7.16.10.7.1 Tables 54, 55; 9.7.16.10.7.2/3).
+  tcgen05-scale-visibility  the scale columns an MMA reads were written by a tcgen05.cp of the same
+                         thread (the tensor core runs one thread's tcgen05.cp and tcgen05.mma in issue
+                         order), or by one whose commit the MMA's thread observed, followed by
+                         tcgen05.fence::after_thread_sync; the columns are allocated
+                         ("tcgen05-unallocated") and any tcgen05.st of them was waited for.
+  tcgen05.cp             judge.model.ops.tcgen05_cp: shared memory -> tensor memory, one thread, the
+                         shapes .128x256b, .4x256b, .128x128b, .64x128b.warpx2::02_13 / 01_23 and
+                         .32x128b.warpx4, tracked by tcgen05.commit like an MMA ("tcgen05-cp-shape").
                          The result lands in tensor memory when its commit arrives; until then the
                          columns are in flight. Operands are read through the async proxy (a generic
                          store needs fence.proxy.async and a barrier: "proxy-fence"), and count as
@@ -61,10 +79,10 @@ one path of one warp is found however the kernel reaches it. The sections named 
                          tcgen05.fence::after_thread_sync in the deallocating warp; a dealloc of
                          columns an MMA may still write is a Violation too.
 
-Not covered (Unsupported, never a verdict): .cta_group::2 (pairs of CTAs), the block-scaled kinds
-(kind::mxf8f6f4, kind::mxf4, kind::mxf4nvf4 with scales in tensor memory), kind::i8, FP6 / FP4
-operands of kind::f8f6f4, A from tensor memory, M = 64, MN-major operands, disable-output-lane
-and scale-input-d, .ws, sparse MMAs, tcgen05.cp, tcgen05.shift, ld/st shapes other than 32x32b
+Not covered (Unsupported, never a verdict): .cta_group::2 (pairs of CTAs), kind::i8, the K = 96
+block-scaled forms (idesc bit 31), A from tensor memory, M = 64, MN-major operands,
+disable-output-lane and scale-input-d, .ws, sparse MMAs, tcgen05.cp's decompressing forms
+(.b8x16.b6x16_p32 / .b4x16_p64) and .cta_group::2, tcgen05.shift, ld/st shapes other than 32x32b
 and .pack/.unpack.
 
 "The feature carries the data": every register a tcgen05.ld writes is marked, and the mark follows
@@ -841,4 +859,4 @@ def fence_after(m, ins):
 @op("tcgen05")
 def other(m, ins):
     """Any other tcgen05 instruction: Unsupported, never a verdict."""
-    raise Unsupported(ins.op, "this tcgen05 instruction is not modelled (tcgen05.cp, tcgen05.shift, ...)")
+    raise Unsupported(ins.op, "this tcgen05 instruction is not modelled (tcgen05.shift, ...)")
