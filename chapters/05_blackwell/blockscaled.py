@@ -136,3 +136,51 @@ def tmem_layout(N: int = 128) -> dict[str, tuple[int, int]]:
     cols = 256 if N <= 128 else 512
     return {"D (fp32 accumulator)": (0, N), "scale_A (4 columns: rows 32j + l)": (N, 4),
             "scale_B (N / 32 columns)": (N + 4, max(1, N // 32)), "allocated": (0, cols)}
+
+
+def draw_tmem_scales(N: int = 128):
+    """A matplotlib figure of the kernel's tensor memory: D, scale_A and scale_B columns over the 128 lanes, each
+    scale cell coloured by the row (of A) or column (of B) it serves, and one cell's four bytes."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    lay = tmem_layout(N)
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [3, 1.2]})
+    lanes = np.arange(128)[:, None]
+    (a0, na), (b0, nb) = lay["scale_A (4 columns: rows 32j + l)"], lay["scale_B (N / 32 columns)"]
+    ax.add_patch(Rectangle((0, 0), 6, 128, color="0.85"))            # D, drawn narrow (the x axis is not to scale)
+    ax.text(3, 64, f"D\n{N} fp32\ncolumns\n(row m of C\nin lane m)", ha="center", va="center", fontsize=9)
+    ticks, labels, x = [], [], 7
+    for first, n, cmap, name in ((a0, na, plt.cm.viridis, "scale_A"), (b0, nb, plt.cm.plasma, "scale_B")):
+        rows = 32 * np.arange(n)[None, :] + lanes % 32              # the row (or column of B) a cell serves
+        ax.imshow(rows, extent=(x, x + 1.5 * n, 128, 0), aspect="auto", cmap=cmap, vmin=0, vmax=32 * n,
+                  interpolation="nearest")
+        for j in range(n):
+            for q in range(4):
+                ax.text(x + 1.5 * j + 0.75, 32 * q + 16, f"{32 * j}+l", ha="center", va="center", fontsize=7,
+                        color="w" if j < n / 2 else "k", rotation=90)
+            ticks.append(x + 1.5 * j + 0.75)
+            labels.append(str(first + j))
+        ax.text(x + 0.75 * n, -3, name, ha="center", va="bottom", fontsize=9)
+        x += 1.5 * n + 1
+    ax.set_xticks([3] + ticks, [f"0..{N - 1}"] + labels, fontsize=8)
+    for q in range(1, 4):
+        ax.axhline(32 * q, color="k", lw=0.6, ls=":")
+    ax.set_xlim(0, x)
+    ax.set_ylim(128, 0)
+    ax.set_xlabel("tensor-memory column (from the allocation's base; not to scale)")
+    ax.set_ylabel("lane (l = lane % 32)")
+    ax.set_title("cell (lane, column j of a scale block) holds the scales of row 32 j + l of A (column of B);\n"
+                 "every 32-lane quarter holds the same copy (tcgen05.cp .32x128b.warpx4)", fontsize=9, pad=22)
+    for b in range(4):
+        bx.add_patch(Rectangle((b, 0), 1, 1, fill=True, color=plt.cm.Pastel1(b), ec="k"))
+        bx.text(b + 0.5, 0.5, f"byte {b}", ha="center", va="center")
+    bx.text(2, 1.35, "one 32-bit cell = 4 one-byte scales of one row", ha="center")
+    bx.text(2, -0.35, "MXFP8: MMA j of a step reads byte j (scale factor ID j)\n"
+                      "MXFP4: MMA j reads bytes 2j, 2j+1 (ID 2j)\nNVFP4: one MMA reads all four (ID 0)",
+            ha="center", va="top", fontsize=9)
+    bx.set_xlim(-0.2, 4.2)
+    bx.set_ylim(-1.4, 1.7)
+    bx.axis("off")
+    fig.tight_layout()
+    return fig
