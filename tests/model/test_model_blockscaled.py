@@ -206,3 +206,110 @@ def test_fp6_and_fp4_operands_of_kind_f8f6f4_match_float64(fa, fb):
     ref = formats.decode(ca, fa) @ formats.decode(cb, fb).T
     assert np.abs(c - ref).max() <= K * 2.0 ** -24 * (np.abs(formats.decode(ca, fa)) @ np.abs(formats.decode(cb, fb)).T).max()
     assert not np.isnan(c).any()
+
+
+# ------------------------------------------------------------------------------------------ scales stored by the warps
+ST_PROBE = r"""
+// st_scales_probe.cu - the warps store the scale factors with tcgen05.st, thread 0 issues one MXFP8 MMA (K = 32, N = 32).
+#ifndef MISTAKE
+#define MISTAKE 0
+#endif
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+extern "C" __global__ void __launch_bounds__(128, 1) st_probe(const uint4* img, int n16, unsigned long long adesc,
+    unsigned long long bdesc, unsigned idesc, const unsigned* sfa_words, const unsigned* sfb_words, float* C) {
+  extern __shared__ __align__(1024) uint4 smem[];
+  __shared__ alignas(8) unsigned long long done;
+  __shared__ unsigned base;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (warp == 0) {
+    asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 64;" :: "r"(smem_addr(&base)) : "memory");
+    asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" ::: "memory");
+  }
+  if (threadIdx.x == 0) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_addr(&done)) : "memory");
+  for (int i = threadIdx.x; i < n16; i += blockDim.x) smem[i] = img[i];
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");
+  __syncthreads();
+  asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");
+  const unsigned d = base, sfa = base + 32, sfb = base + 36;
+  const unsigned mine = (unsigned)(32 * warp) << 16;     // this warp's lane quarter
+  const unsigned* a = sfa_words + 4 * threadIdx.x;
+  asm volatile("tcgen05.st.sync.aligned.32x32b.x4.b32 [%0], {%1, %2, %3, %4};"
+               :: "r"(sfa + mine), "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]) : "memory");
+  asm volatile("tcgen05.st.sync.aligned.32x32b.x1.b32 [%0], {%1};" :: "r"(sfb + mine), "r"(sfb_words[threadIdx.x]) : "memory");
+#if MISTAKE != 1
+  asm volatile("tcgen05.wait::st.sync.aligned;" ::: "memory");
+#endif
+  asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");
+  __syncthreads();
+  asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");
+  if (threadIdx.x == 0) {
+    asm volatile("{\n .reg .pred p;\n setp.ne.u32 p, 0, 0;\n"
+                 " tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32 [%0], %1, %2, %3, [%4], [%5], p;\n}"
+                 :: "r"(d), "l"(adesc + (smem_addr(smem) >> 4)), "l"(bdesc + (smem_addr(smem) >> 4)), "r"(idesc),
+                    "r"(sfa), "r"(sfb) : "memory");
+    asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];" :: "r"(smem_addr(&done)) : "memory");
+  }
+  asm volatile("{\n .reg .pred ok;\nW_%=:\n mbarrier.try_wait.parity.shared::cta.b64 ok, [%0], 0;\n @!ok bra W_%=;\n}"
+               :: "r"(smem_addr(&done)) : "memory");
+  asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");
+  unsigned r[8];
+  for (int c = 0; c < 32; c += 8) {
+    asm volatile("tcgen05.ld.sync.aligned.32x32b.x8.b32 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), "=r"(r[6]), "=r"(r[7])
+                 : "r"(d + mine + c));
+    asm volatile("tcgen05.wait::ld.sync.aligned;" ::: "memory");
+    for (int i = 0; i < 8; ++i) C[threadIdx.x * 32 + c + i] = __uint_as_float(r[i]);
+  }
+  asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");
+  __syncthreads();
+  if (warp == 0) {
+    asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");
+    asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, 64;" :: "r"(base) : "memory");
+  }
+}
+"""
+
+
+def run_st(mistake=0, sf_id=0):
+    """One MMA, M = 128, N = 32, K = 32 of E4M3 with E8M0 scales the warps stored: C and the float64 reference.
+    The host writes the cells as the ISA lays them out (lane l of quarter q, column j: the scale of row 32 j + l
+    in byte sf_id; the other bytes hold other codes, which the MMA must not read)."""
+    rng = np.random.default_rng()
+    ca = rng.integers(0, 0x7F, (128, 32)).astype(np.uint8) & 0x7E           # E4M3 codes, no NaN
+    cb = rng.integers(0, 0x7F, (32, 32)).astype(np.uint8) & 0x7E
+    sa = rng.integers(120, 135, 128).astype(np.uint32)                       # E8M0: 2^-7 .. 2^7
+    sb = rng.integers(120, 135, 32).astype(np.uint32)
+    other = np.uint32(0x7F7F7F7F) & ~(np.uint32(0xFF) << np.uint32(8 * sf_id))   # 2^0 in the unread bytes
+    sa_cells = np.zeros((128, 4), np.uint32)                                 # thread 32 w + l: lane 32 w + l
+    for t in range(128):
+        for j in range(4):
+            sa_cells[t, j] = other | sa[32 * j + t % 32] << np.uint32(8 * sf_id)
+    sb_cells = np.array([other | sb[t % 32] << np.uint32(8 * sf_id) for t in range(128)], np.uint32)
+    img = np.zeros(128 * 32 + 32 * 32, np.uint8)
+    for base, codes, rows in ((0, ca, 128), (128 * 32, cb, 32)):
+        r, k = np.meshgrid(np.arange(rows), np.arange(32), indexing="ij")
+        img[base + wgmma.kmajor_offset(r, k, "none", elem_bytes=1, rows=rows, k_elems=32)] = codes
+    lbo, sbo = wgmma.kmajor_strides("none", rows=128, k_bytes=32)
+    idesc = sf_id << 4 | (32 >> 3) << 17 | 1 << 23 | (128 >> 7) << 27 | sf_id << 29
+    c = np.full((128, 32), np.nan, np.float32)
+    b = build.compile(ST_PROBE, target="sm_100a", defines={"MISTAKE": mistake}, name="st_scales_probe.cu")
+    model.run(b, "st_probe", grid=1, block=128,
+              args=(img, np.int32(img.size // 16), np.uint64(T5.sdesc(0, lbo, sbo, "none")),
+                    np.uint64(T5.sdesc(128 * 32, lbo, sbo, "none")), np.uint32(idesc), sa_cells.reshape(-1), sb_cells, c),
+              shared_bytes=img.size)
+    A = formats.decode(ca, "e4m3") * formats.e8m0_decode(sa)[:, None]
+    B = formats.decode(cb, "e4m3") * formats.e8m0_decode(sb)[:, None]
+    return c, A @ B.T, 32 * 2.0 ** -24 * (np.abs(A) @ np.abs(B).T)
+
+
+@pytest.mark.parametrize("sf_id", [0, 3])
+def test_scales_stored_by_the_warps_are_read_where_the_isa_lays_them_out(sf_id):
+    c, ref, tol = run_st(sf_id=sf_id)
+    assert not np.isnan(c).any() and (np.abs(c - ref) <= tol).all()
+
+
+def test_scales_stored_without_tcgen05_wait_st_is_a_violation():
+    with pytest.raises(model.Violation) as e:
+        run_st(mistake=1)
+    assert e.value.rule == "tcgen05-wait-st" and "scale" in str(e.value)

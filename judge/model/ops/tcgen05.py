@@ -717,9 +717,9 @@ def ld(m, ins):
                 r = tc.ops[int(cm.col_op[busy[0]])]
                 m.fail("tcgen05-ld-in-flight", ins,
                        f"warp {w}{_blk(m, c)} reads tensor-memory column {int(busy[0])} with tcgen05.ld at "
-                       f"{m.where(ins)} while the tcgen05.mma issued by {m.tdesc(r.thread)} at "
-                       f"{m.where(m.k.code[r.pc])} may still be writing it: "
-                       + ("that MMA was never committed (tcgen05.commit)" if not r.committed else
+                       f"{m.where(ins)} while the {'tcgen05.cp' if r.copy else 'tcgen05.mma'} issued by "
+                       f"{m.tdesc(r.thread)} at {m.where(m.k.code[r.pc])} may still be writing it: "
+                       + ("it was never committed (tcgen05.commit)" if not r.committed else
                           "the mbarrier arrival of its tcgen05.commit has not come")
                        + ". Wait on the commit's mbarrier phase first")
             vc = cm.col_done_vc[cols]
