@@ -59,6 +59,8 @@ class Commit:
     ops: list                          # the Mma records it tracks
     snap: np.ndarray                   # the issuing thread's vector clock at the commit
     time: int
+    also: list = field(default_factory=list)   # further mbarriers it arrives on (.multicast::cluster: the
+    #                                    same offset in each CTA of ctaMask), one arrival each
 
 
 @dataclass
@@ -69,6 +71,7 @@ class CtaMemory:
     allocs: dict = field(default_factory=dict)
     alloc_pc: dict = field(default_factory=dict)          # base -> pc of the tcgen05.alloc
     relinquished: bool = False
+    pair_allocs: set = field(default_factory=set)         # bases allocated with .cta_group::2 (with the peer)
     last_alloc: int = 0                                   # columns of the CTA's last tcgen05.alloc
     col_op: np.ndarray = field(default_factory=lambda: np.full(COLUMNS, -1, np.int64))
     col_done_vc: np.ndarray = field(default_factory=lambda: np.full(COLUMNS, -1, np.int64))
@@ -117,6 +120,11 @@ class State:
         self.ld_pending_pc: dict[str, int] = {}
         self.alloc_blocked: dict[int, list] = {}         # cta -> threads waiting in tcgen05.alloc
         self.notes: list[str] = []                       # said with any Violation (e.g. MMAs issued by many threads)
+        # .cta_group of the kernel's tcgen05 instructions: (1 or 2, pc of the first); all must agree
+        self.group: tuple | None = None
+        # CTA pair (rank // 2) -> the warp of one CTA waiting in tcgen05.alloc.cta_group::2 for its peer:
+        # {"cta", "warp", "threads", "ncols", "dst": (cta, offset), "pc"}
+        self.pair_alloc: dict[int, dict] = {}
 
 
 def early_register(m, name, ins, what):
@@ -135,8 +143,19 @@ def early_register(m, name, ins, what):
 
 
 def check_exit(m, ins):
-    """Hook of the scheduler's on_exit: a block whose threads all exited must have freed its columns."""
+    """Hook of the scheduler's on_exit: a block whose threads all exited must have freed its columns, and
+    must not leave its peer waiting in tcgen05.alloc.cta_group::2."""
     tc = m.tc
+    for pair, w in list(tc.pair_alloc.items()):
+        peer = w["cta"] ^ 1
+        rows = np.arange(peer * m.nthr_cta, (peer + 1) * m.nthr_cta)
+        if peer < len(tc.cta) and not m.alive[rows].any():
+            del tc.pair_alloc[pair]
+            m.fail("tcgen05-pair-alloc", ins,
+                   f"warp {w['warp']} of block rank {w['cta']} waits in tcgen05.alloc.cta_group::2 at "
+                   f"{m.where(m.k.code[w['pc']])} for a warp of its peer CTA (block rank {peer}), which exited "
+                   f"without allocating: with .cta_group::2 one warp in EACH CTA of the pair executes the "
+                   f"alloc (and the dealloc), and the first to arrive blocks until the other does")
     for c, cm in enumerate(tc.cta):
         if cm.leak_checked or not cm.allocs:
             continue

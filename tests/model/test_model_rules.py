@@ -132,6 +132,15 @@ CASES = {
     "trap": ("""
     @%p2 trap;
 """, {}),
+    "tma-barrier-cta": ("""
+    @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+    mov.u32 %r5, %cluster_ctarank;
+    xor.b32 %r5, %r5, 1;
+    mapa.shared::cluster.u32 %r6, %r3, %r5;   // the peer block's mbarrier, without .cta_group::2
+    mov.u64 %rd6, tmap;
+    mov.u32 %r7, 0;
+    @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd6, {%r7, %r7}], [%r6];
+""", {"tmap": True, "grid": (2, 1, 1), "cluster": (2, 1, 1)}),
     "tma-rank": ("""
     @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
     mov.u64 %rd6, tmap;
