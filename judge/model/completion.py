@@ -254,7 +254,8 @@ def _deliver_commit(m, tc, cmt):
         here = next((b for b in targets if b.cta == r.cta), cmt.mb)
         cm.col_done_vc[cols] = here.col
         cm.col_done_t[cols] = m.gtime
-        w = int(m.lt[r.thread]) // 32 + r.cta * (m.nthr_cta // 32 or 1)
+        # the reading warp is the issuing thread's (in its own CTA), also where a pair's MMA read the peer's words
+        w = int(m.lt[r.thread]) // 32 + int(m.cta[r.thread]) * (m.nthr_cta // 32 or 1)
         for words in r.words:                    # the operands count as read until now
             m.bulk_reading[r.cta, words] -= 1
             m.r_wt[r.cta, words, min(w, m.r_wt.shape[2] - 1)] = cmt.time
