@@ -39,13 +39,16 @@ def build_kernel(bn: int = 256, stages: int = 4):
     return build.compile(SOURCE, target="sm_100a", defines={"BN": bn, "STAGES": stages})
 
 
-def build_patched(old: str, new: str, bn: int = 256, stages: int = 4):
-    """gemm_2cta.cu with one piece of text replaced (a mistake: the kernel plus one patch), for sm_100a.
-    `old` must occur exactly once; keep the line count and the model's verdicts name gemm_2cta.cu's lines."""
+def build_patched(old: str, new: str, *more: tuple[str, str], bn: int = 256, stages: int = 4):
+    """gemm_2cta.cu with a piece of text replaced (a mistake: the kernel plus one patch; `more` further
+    (old, new) pairs for a change that touches two places), for sm_100a. Each `old` must occur exactly
+    once; keep the line count and the model's verdicts name gemm_2cta.cu's lines."""
     text = SOURCE.read_text()
-    if text.count(old) != 1:
-        raise ValueError(f"the patch must match gemm_2cta.cu exactly once; {old!r} matches {text.count(old)} times")
-    full = build.inline_headers(text.replace(old, new), SOURCE)
+    for o, n in ((old, new), *more):
+        if text.count(o) != 1:
+            raise ValueError(f"the patch must match gemm_2cta.cu exactly once; {o!r} matches {text.count(o)} times")
+        text = text.replace(o, n)
+    full = build.inline_headers(text, SOURCE)
     return build.compile(full, target="sm_100a", defines={"BN": bn, "STAGES": stages}, name="gemm_2cta.cu")
 
 

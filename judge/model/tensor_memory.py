@@ -13,13 +13,17 @@ What is kept, per CTA:
                (an MMA with enable-input-d accumulates onto the MMAs before it, in issue order)
   allocs       base column -> column count, of the live allocations
   relinquished whether the CTA gave up its allocation permit
+  pair_allocs  bases of the allocations made with .cta_group::2 (the same columns in the peer CTA)
   col_op       per column: the pending MMA writing it (index into .ops), or -1
   col_done     per column: (vector-clock column, time) of the mbarrier arrival that completed the
                last MMA writing it: a reader must know it (wait on that mbarrier, or a barrier after
                a thread that did)
   reads        per column and thread: the time of the thread's last tcgen05.ld of it (dealloc must be
                ordered after every such read of the columns it frees)
-and per thread of the cluster (.Threads): the time of its last tcgen05.fence::before_thread_sync and
+A tcgen05.mma.cta_group::2 is two Mma records, one per CTA of the pair (its half of D, the words of
+that CTA's shared memory it reads), completed by the commit's arrival in that CTA (State.pair_alloc
+holds a warp that waits in alloc.cta_group::2 for its peer).
+And per thread of the cluster (.Threads): the time of its last tcgen05.fence::before_thread_sync and
 ::after_thread_sync, the MMAs it issued and has not committed, and its tcgen05.ld destination
 registers that no tcgen05.wait::ld has covered yet.
 """

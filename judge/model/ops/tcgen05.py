@@ -26,7 +26,7 @@ one path of one warp is found however the kernel reaches it. The sections named 
                          it issues one MMA of its own. So a kernel where every thread issues them
                          runs 128 MMAs per instruction (its C is wrong) and 128 commits: no rule is
                          invented for it, the arithmetic shows it.
-                         Supported: .cta_group::1, kind::f16 (bf16 / f16 inputs), kind::tf32 and
+                         Supported: .cta_group::1 (and ::2, below), kind::f16 (bf16 / f16 inputs), kind::tf32 and
                          kind::f8f6f4 with E4M3 / E5M2 inputs, f32 accumulators, M = 128,
                          N = 16..256 (step 16), K-major operands from shared-memory descriptors
                          (no swizzle or the 32/64/128-byte swizzles, base offset 0), enable-input-d.
@@ -61,7 +61,35 @@ one path of one warp is found however the kernel reaches it. The sections named 
                          tcgen05.fence::after_thread_sync in the deallocating warp; a dealloc of
                          columns an MMA may still write is a Violation too.
 
-Not covered (Unsupported, never a verdict): .cta_group::2 (pairs of CTAs), the block-scaled kinds
+CTA pairs, .cta_group::2 (PTX ISA 9.7.16.5 Issue granularity, and the tcgen05.mma / commit sections).
+The pair is two CTAs of one cluster whose %cluster_ctarank differ in bit 0 only.
+  Supported: alloc / relinquish_alloc_permit / dealloc with .cta_group::2, executed by one warp in each
+                         CTA of the pair: the first alloc blocks until the peer's warp executes it, then
+                         the same columns are allocated in both CTAs (each address written to its own
+                         CTA's shared memory); relinquish and dealloc act on the executing CTA, and each
+                         side frees its own (tcgen05-leak). tcgen05.mma.cta_group::2 kind::f16 / tf32 /
+                         f8f6f4 (FP8) with M = 256, issued by ONE thread of either CTA: each CTA's shared
+                         memory holds its 128 rows of A at adesc and its N / 2 rows of B at bdesc (B = the
+                         even CTA's rows, then the odd CTA's), D's rows 0..127 land in the even CTA's tensor
+                         memory and 128..255 in the odd CTA's, at the same address. tcgen05.commit with
+                         .multicast::cluster and ctaMask (either .cta_group): one arrival on the mbarrier at
+                         the same offset in each CTA of the mask; a reader learns the result through the
+                         arrival in its own CTA. cp.async.bulk.tensor with .cta_group::2 (judge/model/ops/
+                         bulk.py): the bytes land in the destination CTA, the complete_tx goes to the
+                         mbarrier of that CTA or of its peer.
+  tcgen05-cta-group-mix  every tcgen05 instruction of a kernel names the same .cta_group (ptxas refuses a
+                         kernel that mixes them; the model says so for PTX given to it directly).
+  tcgen05-pair           a .cta_group::2 instruction in a CTA with no peer (no cluster, or an odd size).
+  tcgen05-pair-exited    a .cta_group::2 MMA or commit issued after the peer CTA exited.
+  tcgen05-pair-alloc     a CTA exits while its peer's warp waits in alloc.cta_group::2 for it; the two
+                         sides allocating different column counts; two warps of one CTA allocating as a
+                         pair. One side that never allocates while the other waits is a HANG that says so.
+  tcgen05-commit-mask    a ctaMask naming no CTA, or a CTA outside the cluster.
+  tma-barrier-cta        (bulk.py) a TMA load whose mbarrier is in another CTA than its destination,
+                         unless it is the destination's peer and the load has .cta_group::2.
+
+Not covered (Unsupported, never a verdict): M = 128 with .cta_group::2 (its data-path layout puts
+64 rows in each CTA), .multicast::cluster TMA loads with .cta_group::2, the block-scaled kinds
 (kind::mxf8f6f4, kind::mxf4, kind::mxf4nvf4 with scales in tensor memory), kind::i8, FP6 / FP4
 operands of kind::f8f6f4, A from tensor memory, M = 64, MN-major operands, disable-output-lane
 and scale-input-d, .ws, sparse MMAs, tcgen05.cp, tcgen05.shift, ld/st shapes other than 32x32b
@@ -596,7 +624,7 @@ def _issue_pair(m, ins, tc, t, c, f, kind, K, a, adesc, bdesc, accumulate, issue
         why = _unordered_read(m, tc, ins, q, np.array([t]), np.arange(first, first + 32), cols,
                               f"the tcgen05.mma issued by {who} overwrites columns {col}..{col + N - 1} of block "
                               f"rank {q}", "overwritten while that read still runs (the epilogue of the "
-                              f"previous tile)", "the next tile's tcgen05.mma")
+                              "previous tile)", "the next tile's tcgen05.mma")
         if why:
             m.fail("tcgen05-mma-overwrite", ins, why)
     As, Bs, words = {}, [], {}
