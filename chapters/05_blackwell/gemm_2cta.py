@@ -150,7 +150,7 @@ def draw_layout(bn: int = 256):
         ax.set_title(title, fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.suptitle("tcgen05.mma.cta_group::2, M = 256: one thread of the leader issues it; it reads both CTAs' "
+    fig.suptitle("tcgen05.mma.cta_group::2, M = 256: one thread of the pair (here the leader's) issues it; it reads both CTAs' "
                  "shared memory and writes both tensor memories", fontsize=9)
     fig.tight_layout()
     return fig
