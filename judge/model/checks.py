@@ -132,7 +132,7 @@ RULES: dict[str, Rule] = {
                                 "an M = 128 MMA of one CTA writes D into lanes 0..127: the lane field of d-tmem is 0"),
     "tcgen05-cta-group-mix": Rule("9.7.16 TensorCore 5th Generation Family Instructions (.cta_group)",
                                   "all tcgen05 instructions of a kernel specify the same .cta_group"),
-    "tcgen05-pair": Rule("9.7.16.5 Issue granularity; 9.7.16 CTA pair",
+    "tcgen05-pair": Rule("9.7.16.5 Issue granularity (the CTA pair)",
                          "a .cta_group::2 operation acts on a CTA pair: two CTAs of one cluster whose "
                          "%cluster_ctarank differ in bit 0 only"),
     "tcgen05-pair-exited": Rule("9.7.16.5 Issue granularity",

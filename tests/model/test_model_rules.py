@@ -272,6 +272,8 @@ def test_without_the_mistake_the_same_snippets_run_clean():
         "proxy-fence-barrier": CASES["proxy-fence-barrier"][0].replace("fence.proxy.async.shared::cta;",
                                                                        "fence.proxy.async.shared::cta;\n    bar.sync 0;"),
         "exit-before-bulk-read": CASES["exit-before-bulk-read"][0] + "    @%p1 cp.async.bulk.wait_group.read 0;\n",
+        "tma-barrier-cta": CASES["tma-barrier-cta"][0].replace("complete_tx::bytes [", "complete_tx::bytes.cta_group::2 [")
+        + "    barrier.cluster.arrive.release.aligned;\n    barrier.cluster.wait.acquire.aligned;\n",
     }
     for rule, body in ok.items():
         saved = CASES[rule]

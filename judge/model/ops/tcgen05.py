@@ -332,8 +332,10 @@ def relinquish(m, ins):
     """tcgen05.relinquish_alloc_permit: the CTA allocates no more."""
     def give_up_permit(ins, mask, full):
         tc = state(m)
-        _group(m, ins)
+        g = _group(m, ins)
         for c, w, ts in _warps(m, ins, mask, "tcgen05.relinquish_alloc_permit"):
+            if g == 2:
+                _peer(m, ins, c, f"warp {w}{_blk(m, c)}")
             tc.cta[c].relinquished = True
             m.counts["tcgen05.relinquish_alloc_permit"] += 1
             m.event("tcgen05.relinquish", warp=w, block=c)
