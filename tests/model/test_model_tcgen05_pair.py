@@ -169,6 +169,38 @@ def test_the_odd_cta_may_issue_the_pair_mma_too():
     np.testing.assert_allclose(c, ref, rtol=0, atol=1e-5 * 64)
 
 
+FULL = r"""
+// tcgen05_pair_full.cu - warp 0 of each CTA takes all 512 columns as a pair; warp 1's pair alloc waits until
+// warp 0 has freed them in BOTH CTAs (the two deallocs come one after the other), then gets its columns.
+extern "C" __global__ void __launch_bounds__(64, 1) full(unsigned* out) {
+  __shared__ unsigned first, second;
+  unsigned rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  const int warp = threadIdx.x / 32;
+  if (warp == 0)
+    asm volatile("tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32 [%0], 512;"
+                 :: "r"((unsigned)__cvta_generic_to_shared(&first)) : "memory");
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  if (warp == 1) {                              // tensor memory is full: this waits for warp 0's dealloc
+    asm volatile("tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32 [%0], 256;"
+                 :: "r"((unsigned)__cvta_generic_to_shared(&second)) : "memory");
+    asm volatile("tcgen05.dealloc.cta_group::2.sync.aligned.b32 %0, 256;" :: "r"(second) : "memory");
+    if (threadIdx.x == 32) out[rank] = second;
+  } else {
+    asm volatile("tcgen05.dealloc.cta_group::2.sync.aligned.b32 %0, 512;" :: "r"(first) : "memory");
+  }
+}
+"""
+
+
+def test_a_pair_alloc_that_finds_tensor_memory_full_waits_for_a_dealloc_in_either_cta():
+    b = build.compile(FULL, target="sm_100a", name="tcgen05_pair_full.cu")
+    out = np.full(2, 0xFFFFFFFF, np.uint32)
+    rep = model.run(b, "full", grid=(2, 1, 1), block=(64, 1, 1), cluster=(2, 1, 1), args=(out,))
+    assert out[0] == out[1] and out[0] in (0, 256)                 # the same columns in both CTAs
+    assert rep.counts["tcgen05.alloc"] == rep.counts["tcgen05.dealloc"] == 4
+
+
 def test_a_commit_without_multicast_leaves_the_peer_waiting():
     with pytest.raises(model.Hang, match=r"block rank 1"):
         run(1)

@@ -199,10 +199,14 @@ def _smem_target(m, ins, aop, lanes):
 
 
 def _unblock_allocs(m, tc, c):
+    """Columns of CTA c were freed: its warps blocked in tcgen05.alloc try again (a pair's warp is listed
+    under both CTAs of the pair; one that another list woke already is not waiting for columns any more)."""
     ts = tc.alloc_blocked.pop(c, [])
     for t in ts:
-        m.blocked[t] = False
-        m.block_why.pop(int(t), None)
+        why = m.block_why.get(int(t))
+        if m.blocked[t] and why is not None and str(why[0]).startswith("tcgen05.alloc of"):
+            m.blocked[t] = False
+            m.block_why.pop(int(t), None)
 
 
 # ---------------------------------------------------------------------------- allocation
@@ -307,7 +311,8 @@ def _pair_alloc(m, tc, ins, c, w, ts, ncols, dst):
         for t in ts:
             m.block_why[int(t)] = ("tcgen05.alloc of " + str(ncols) + " columns in both CTAs of the pair "
                                    "(tensor memory full)", c)
-        tc.alloc_blocked.setdefault(c, []).extend(int(t) for t in ts)
+        for q in (c, p):                   # a dealloc in either CTA may make room
+            tc.alloc_blocked.setdefault(q, []).extend(int(t) for t in ts)
         return
     base = int(free[int(m.rng.integers(len(free)))])
     del tc.pair_alloc[key]
