@@ -82,14 +82,15 @@ The pair is two CTAs of one cluster whose %cluster_ctarank differ in bit 0 only.
   tcgen05-pair           a .cta_group::2 instruction in a CTA with no peer (no cluster, or an odd size).
   tcgen05-pair-exited    a .cta_group::2 MMA or commit issued after the peer CTA exited.
   tcgen05-pair-alloc     a CTA exits while its peer's warp waits in alloc.cta_group::2 for it; the two
-                         sides allocating different column counts; two warps of one CTA allocating as a
-                         pair. One side that never allocates while the other waits is a HANG that says so.
+                         sides allocating different column counts. One side that never allocates while the
+                         other waits is a HANG that says so.
   tcgen05-commit-mask    a ctaMask naming no CTA, or a CTA outside the cluster.
   tma-barrier-cta        (bulk.py) a TMA load whose mbarrier is in another CTA than its destination,
                          unless it is the destination's peer and the load has .cta_group::2.
 
 Not covered (Unsupported, never a verdict): M = 128 with .cta_group::2 (its data-path layout puts
-64 rows in each CTA), .multicast::cluster TMA loads with .cta_group::2, the block-scaled kinds
+64 rows in each CTA), .multicast::cluster TMA loads with .cta_group::2, a second pair allocation
+issued in a CTA while its first still waits for the peer, the block-scaled kinds
 (kind::mxf8f6f4, kind::mxf4, kind::mxf4nvf4 with scales in tensor memory), kind::i8, FP6 / FP4
 operands of kind::f8f6f4, A from tensor memory, M = 64, MN-major operands, disable-output-lane
 and scale-input-d, .ws, sparse MMAs, tcgen05.cp, tcgen05.shift, ld/st shapes other than 32x32b
@@ -285,11 +286,9 @@ def _pair_alloc(m, tc, ins, c, w, ts, ncols, dst):
     here = {"cta": c, "warp": w, "threads": [int(t) for t in ts], "ncols": ncols,
             "dst": (int(cta[0]), int(off[0])), "pc": m.cur_pc}
     if other is not None and other["cta"] == c:
-        m.fail("tcgen05-pair-alloc", ins,
-               f"warp {w}{_blk(m, c)} executes tcgen05.alloc.cta_group::2 at {m.where(ins)} while warp "
-               f"{other['warp']} of the same CTA still waits in one for the peer CTA (block rank {p}): the pair "
-               f"allocates with ONE warp in each of its two CTAs")
-        raise checks.abort(m, "tcgen05-pair-alloc", ins, "two allocating warps in one CTA")
+        raise Unsupported(ins.op, f"a second tcgen05.alloc.cta_group::2 in block rank {c} (warp {w}) while warp "
+                                  f"{other['warp']}'s still waits for the peer: several pair allocations in "
+                                  f"flight at once are not modelled")
     if other is None:                      # the first of the two: wait for the peer's warp
         tc.pair_alloc[key] = here
         m.blocked[ts] = True
