@@ -133,6 +133,19 @@ def test_each_mistake_gets_the_verdict_naming_it(name):
         assert "gemm_2cta.cu:" in str(e.value)
 
 
+def test_the_peer_epilogue_without_its_fence_lets_the_leaders_mma_overwrite_the_peers_tensor_memory():
+    """Three tiles for one pair: buffer 0 is reused, so the leader's MMA overwrites columns the PEER's epilogue
+    read; without that epilogue's tcgen05.fence::before_thread_sync the reads are not ordered before it."""
+    b = gemm_2cta.build_patched(
+        "      tc::fence_before();                // our reads of buf, ordered before the issuer's next MMAs\n",
+        "      if (leader) tc::fence_before();    // our reads of buf, ordered before the issuer's next MMAs\n",
+        stages=2)
+    with pytest.raises(model.Violation, match="overwrites columns 0..255 of block rank 1") as e:
+        gemm_2cta.run_on_model(768, 256, 128, stages=2, b=b)
+    assert e.value.rule == "tcgen05-mma-overwrite"
+    assert gemm_2cta.run_on_model(768, 256, 128, stages=2, b=gemm_2cta.build_kernel(stages=2))["ok"]
+
+
 def test_the_correct_kernel_passes_at_the_shape_the_mistakes_run():
     r = gemm_2cta.run_on_model(512, 256, 512, stages=2, b=gemm_2cta.build_kernel(stages=2))
     assert r["ok"]
