@@ -102,7 +102,9 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    are counted ("gstore.from.tcgen05.ld.bytes" of "gstore.bytes"). tcgen05.cp (judge/model/ops/tcgen05_cp.py)
    copies shared memory into tensor memory, tracked by tcgen05.commit like an MMA; the block-scaled kinds
    (mxf8f6f4, mxf4, mxf4nvf4) read their scales from tensor memory (judge.model.block_scale).
-   cta_group::2 is Unsupported.
+   CTA pairs (.cta_group::2): the alloc made by one warp in each CTA of the pair, together; the M = 256
+   MMA reading both CTAs' shared memory and writing both tensor memories; multicast commits; TMA loads
+   counted on the peer's mbarrier.
 11. HANG: the moment every live thread is blocked (bar.sync that cannot complete, an mbarrier phase
    that can never complete, a cluster barrier), Hang carries the wait-for graph: who waits on
    which barrier / mbarrier and parity, how many arrivals and tx bytes are missing. A kernel that

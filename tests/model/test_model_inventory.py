@@ -29,12 +29,7 @@ from judge.model import state as model_state
 ROOT = Path(__file__).resolve().parents[2]
 
 # Instruction families the model does not run yet, each with the reason. Keep this the one place.
-_PAIR = ("a pair of CTAs sharing one MMA (.cta_group::2: chapter 5's blockscaled_probe.cu, probe_2sm) is not "
-         "modelled yet: every other tcgen05 form the course uses, tcgen05.cp and the block-scaled kinds "
-         "included, runs on judge/model/ops/tcgen05.py and tcgen05_cp.py")
 EXPECTED_GAPS = {
-    **{f"tcgen05.{what}.cta_group::2": _PAIR for what in ("alloc", "relinquish_alloc_permit", "dealloc", "mma",
-                                                            "commit")},
     "tensormap": "tensor maps are judge.hw.tma spec objects in the model, not their 128 opaque bytes: "
                  "editing a map in memory (tensormap.replace, tensormap.cp_fenceproxy; chapter 2's "
                  "tensormap_replace.cu) needs the byte layout of CUtensorMap, which is not documented",
