@@ -4,6 +4,7 @@
 // Each kernel allocates tensor memory, copies scale factors from shared memory into it
 // (tcgen05.cp), issues ONE MMA of its kind and waits for its commit. The descriptors point at
 // shared memory the kernel never fills: these kernels exist to be compiled and read, never run.
+// The block-scaled kinds and tcgen05.cp run on the CPU model in gemm_mxfp8.cu, a real tile (blockscaled.py).
 //
 // Block-scaled kinds (D = (A * scale_A) (B * scale_B) + D, scales per block of K, read from TMEM):
 //   kind::mxf8f6f4  A, B: E4M3 / E5M2 / E3M2 / E2M3 / E2M1, one E8M0 scale per 32 elements (MXFP8/6/4)
@@ -52,9 +53,10 @@ PROBE(probe_nvf4, "kind::mxf4nvf4.block_scale.block16")
 // The 2-SM MMA: a cluster of 2 CTAs (a "CTA pair", PTX ISA, tcgen05 chapter). With cta_group::2 one
 // thread of ONE CTA of the pair issues an MMA of M = 256 for both; the PTX ISA does not fix which, and
 // this probe (like CUTLASS's 2-SM kernels) issues from the even rank. Each CTA's shared memory holds its
-// own 128 rows of A (CUTLASS also splits B's columns between the two), and each CTA's tensor memory
-// holds its 128 lanes of the accumulator. Both CTAs allocate with cta_group::2, and the commit, with
-// .multicast::cluster and a CTA mask, arrives on the mbarrier of every CTA the mask names (here both).
+// own 128 rows of A and its half of B's N rows (the same descriptors name both halves), and each CTA's
+// tensor memory holds its 128 lanes of the accumulator. Both CTAs allocate with cta_group::2, and the
+// commit, with .multicast::cluster and a CTA mask, arrives on the mbarrier of every CTA the mask names
+// (here both). The CPU model runs this form; gemm_2cta.cu is the chapter's GEMM built on it.
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(128, 1) probe_2sm(
     unsigned long long a_desc, unsigned long long b_desc, unsigned idesc) {
   __shared__ alignas(8) unsigned long long done;

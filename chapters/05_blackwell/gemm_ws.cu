@@ -22,7 +22,7 @@
 // Tensor memory: ACC_BUFS = 2 accumulators of 128 lanes x BN fp32 columns, so the epilogue of tile i
 // (buffer i % 2) runs while the MMAs of tile i + 1 fill the other buffer.
 #include "tma.cuh"
-#include "tcgen05.cuh"
+#include "gemm_common.cuh"   // gemm::desc_sw128, gemm::tmem_row_to_global (and tcgen05.cuh)
 
 #ifndef BN
 #define BN 128          // columns per tile = fp32 TMEM columns per accumulator buffer (N of the MMA)
@@ -42,18 +42,6 @@
 #define SMEM_BYTES (STAGES * (A_BYTES + B_BYTES) + 1024 + 256)
 
 typedef unsigned short bf16;
-
-// The descriptor of a K-major bf16 tile written by a TMA box of 64 x rows with the 128B swizzle
-// (PTX ISA 9.7.16.4.1, shared memory descriptor): start >> 4 in bits 0-13, leading byte offset
-// unused for a swizzled K-major operand (16 bytes, field 1), stride byte offset 1024 (8 rows of
-// 128 bytes) in bits 32-45, the fixed 0b001 in bits 46-48, base offset 0 (the slot is 1024-byte
-// aligned), swizzle mode 2 = 128B in bits 61-63. RULE: the TMA swizzle and the descriptor's must be
-// the same, or the MMA reads the wrong elements. A K step of 16 bf16 adds 32 bytes to the start
-// (2 in the >> 4 field); the hardware applies the swizzle to the address bits, so this stays right.
-__device__ __forceinline__ unsigned long long desc_sw128(const void* tile) {
-  return (unsigned long long)((tc::smem(tile) >> 4) & 0x3FFF) | (1ull << 16) | ((1024ull >> 4) << 32) |
-         (1ull << 46) | (2ull << 61);
-}
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_ws(
     const __grid_constant__ TensorMap map_a,   // A: box 64 (K) x BM rows, 128B swizzle
@@ -135,7 +123,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_ws(
         const unsigned char* sa = ring + s * (A_BYTES + B_BYTES);
         #pragma unroll
         for (int k = 0; k < BK / UMMA_K; ++k) {    // + 32 bytes per K step inside the 128-byte span
-          tc::mma_bf16(d, desc_sw128(sa + 32 * k), desc_sw128(sa + A_BYTES + 32 * k), idesc,
+          tc::mma_bf16(d, gemm::desc_sw128(sa + 32 * k), gemm::desc_sw128(sa + A_BYTES + 32 * k), idesc,
                        (kb > 0 || k > 0) ? 1u : 0u);   // the tile's first MMA overwrites D
         }
         // RULE: the MMAs read slot s asynchronously; the slot is free only when they have
@@ -159,13 +147,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_ws(
       tc::fence_after();                 // RULE: after the wait, before the first tcgen05.ld
       const unsigned rows = tmem + buf * BN + ((unsigned)(32 * quarter) << 16);
       float* crow = C + (size_t)(m0 + 32 * quarter + lane) * N + n0;
-      for (int c = 0; c < BN; c += 8) {
-        float v[8];
-        tc::ld_32x32b_x8(rows + c, v);   // thread `lane` gets row 32 * quarter + lane, 8 columns
-        tc::wait_ld();                   // RULE: registers are valid only after tcgen05.wait::ld
-        reinterpret_cast<float4*>(crow + c)[0] = make_float4(v[0], v[1], v[2], v[3]);
-        reinterpret_cast<float4*>(crow + c)[1] = make_float4(v[4], v[5], v[6], v[7]);
-      }
+      gemm::tmem_row_to_global(rows, crow, BN);   // thread `lane`: row 32 * quarter + lane, BN columns
       tc::fence_before();                // our reads of buf, ordered before the issuer's next MMAs
       tma::arrive(&acc_empty[buf]);
     }

@@ -99,8 +99,12 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    earlier MMA of its thread, also those an earlier commit covered), ld/st in the warp's
    lane quarter with warp-uniform addresses, registers usable after tcgen05.wait::ld, fences around
    barriers, leaks at exit. Values read with tcgen05.ld are marked, and global stores of marked values
-   are counted ("gstore.from.tcgen05.ld.bytes" of "gstore.bytes"). cta_group::2 and the block-scaled
-   kinds are Unsupported.
+   are counted ("gstore.from.tcgen05.ld.bytes" of "gstore.bytes"). tcgen05.cp (judge/model/ops/tcgen05_cp.py)
+   copies shared memory into tensor memory, tracked by tcgen05.commit like an MMA; the block-scaled kinds
+   (mxf8f6f4, mxf4, mxf4nvf4) read their scales from tensor memory (judge.model.block_scale).
+   CTA pairs (.cta_group::2): the alloc made by one warp in each CTA of the pair, together; the M = 256
+   MMA reading both CTAs' shared memory and writing both tensor memories; multicast commits; TMA loads
+   counted on the peer's mbarrier.
 11. HANG: the moment every live thread is blocked (bar.sync that cannot complete, an mbarrier phase
    that can never complete, a cluster barrier), Hang carries the wait-for graph: who waits on
    which barrier / mbarrier and parity, how many arrivals and tx bytes are missing. A kernel that

@@ -95,6 +95,9 @@ RULES: dict[str, Rule] = {
     "shared-window": Rule("State Spaces: Shared State Space (shared::cta and shared::cluster windows)",
                           "a .shared::cta access needs an address of the executing block; a .shared::cluster "
                           "address must name a block of the cluster"),
+    "tma-barrier-cta": Rule("Data Movement and Conversion Instructions: cp.async.bulk.tensor",
+                            "the mbarrier a TMA load signals is in the destination CTA; with .cta_group::2 it "
+                            "may be in the destination CTA's peer"),
     "tma-rank": Rule("Data Movement and Conversion Instructions: cp.async.bulk.tensor",
                      "the tensor coordinates must have as many dimensions as the tensor map"),
     "tma-read-before-complete": Rule("cp.async.bulk.tensor; mbarrier: Tracking asynchronous operations "
@@ -127,6 +130,20 @@ RULES: dict[str, Rule] = {
                                 "columns it allocated"),
     "tcgen05-mma-address": Rule("9.7.16.10.9 tcgen05.mma (data path layout)",
                                 "an M = 128 MMA of one CTA writes D into lanes 0..127: the lane field of d-tmem is 0"),
+    "tcgen05-cta-group-mix": Rule("9.7.16 TensorCore 5th Generation Family Instructions (.cta_group)",
+                                  "all tcgen05 instructions of a kernel specify the same .cta_group"),
+    "tcgen05-pair": Rule("9.7.16.5 Issue granularity (the CTA pair)",
+                         "a .cta_group::2 operation acts on a CTA pair: two CTAs of one cluster whose "
+                         "%cluster_ctarank differ in bit 0 only"),
+    "tcgen05-pair-exited": Rule("9.7.16.5 Issue granularity",
+                                "when a CTA issues a .cta_group::2 operation, the peer CTA is active and has "
+                                "not exited"),
+    "tcgen05-pair-alloc": Rule("9.7.16.5 Issue granularity; 9.7.16.7.1 tcgen05.alloc",
+                               "alloc/dealloc/relinquish_alloc_permit with .cta_group::2 are issued by two warps, "
+                               "one in each CTA of the pair, collectively (the first blocks until the other)"),
+    "tcgen05-commit-mask": Rule("9.7.16.12.1 tcgen05.commit",
+                                "with .multicast::cluster, ctaMask names the CTAs of the cluster whose mbarrier "
+                                "at the same offset receives the arrival"),
     "tcgen05-idesc": Rule("9.7.16.4.2 Instruction descriptor",
                           "the A/B formats are formats of the MMA's kind; M >> 4 in bits 24-28, N >> 3 in bits "
                           "17-22, N a multiple of 16 from 16 to 256 for M = 128; the transpose (MN-major) bits "
@@ -159,6 +176,19 @@ RULES: dict[str, Rule] = {
                                   "generation of TensorCore operations",
                                   "an MMA may overwrite columns only after every tcgen05.ld of them is ordered "
                                   "before it: fence::before_thread_sync, a synchronization, fence::after_thread_sync"),
+    "tcgen05-cp-shape": Rule("9.7.16.9.2 tcgen05.cp",
+                             ".64x128b requires .warpx2::02_13 or .warpx2::01_23, .32x128b requires .warpx4; the "
+                             "copy's lanes lie inside the 128 lanes of tensor memory"),
+    "tcgen05-scale-vec": Rule("9.7.16.10.7.1 Valid combinations of scale_vectorsize (Tables 54, 55); "
+                              "9.7.16.10.7.2 Scale Factor A ID; 9.7.16.10.7.3 Scale Factor B ID",
+                              "mxf8f6f4 takes scale_vec::1X (block32, UE8M0), mxf4 2X (block32, UE8M0), mxf4nvf4 2X "
+                              "(block32, UE8M0) or 4X (block16, UE8M0 or UE4M3); the scale factor ID selects bytes "
+                              "aligned to the vector size"),
+    "tcgen05-scale-visibility": Rule("9.7.16.6 Memory consistency model for 5th generation of TensorCore "
+                                     "operations; 9.7.16.12.1 tcgen05.commit",
+                                     "an MMA reads scale factors another thread's tcgen05.cp wrote only after that "
+                                     "copy's commit was observed and tcgen05.fence::after_thread_sync executed; one "
+                                     "thread's tcgen05.cp and tcgen05.mma run in issue order"),
     "tcgen05-wait-st": Rule("9.7.16.8.4 tcgen05.st; tcgen05.wait",
                             "tcgen05.st is asynchronous: the cells it writes are read only after the storing "
                             "warp's tcgen05.wait::st"),

@@ -228,7 +228,7 @@ def flush_tcgen05_commits(m, mb=None) -> bool:
     tc = getattr(m, "tc", None)
     if tc is None or not tc.commits:
         return False
-    pick = next((x for x in tc.commits if mb is None or x.mb is mb), None)
+    pick = next((x for x in tc.commits if mb is None or x.mb is mb or any(y is mb for y in x.also)), None)
     if pick is None:
         return False
     for x in [x for x in tc.commits if x.thread == pick.thread]:
@@ -240,6 +240,7 @@ def flush_tcgen05_commits(m, mb=None) -> bool:
 
 def _deliver_commit(m, tc, cmt):
     tc.commits.remove(cmt)
+    targets = [cmt.mb] + list(cmt.also)
     for r in cmt.ops:
         if r.done:
             continue
@@ -248,9 +249,13 @@ def _deliver_commit(m, tc, cmt):
         cm.cells[r.lanes.start:r.lanes.stop, r.cols.start:r.cols.stop] = r.values
         mine = cols[cm.col_op[cols] == r.index]
         cm.col_op[mine] = -1
-        cm.col_done_vc[cols] = cmt.mb.col
+        # a reader learns of the result through the arrival on an mbarrier of ITS CTA when the commit
+        # arrives there (.multicast::cluster), else through the one mbarrier the commit names
+        here = next((b for b in targets if b.cta == r.cta), cmt.mb)
+        cm.col_done_vc[cols] = here.col
         cm.col_done_t[cols] = m.gtime
-        w = int(m.lt[r.thread]) // 32 + r.cta * (m.nthr_cta // 32 or 1)
+        # the reading warp is the issuing thread's (in its own CTA), also where a pair's MMA read the peer's words
+        w = int(m.lt[r.thread]) // 32 + int(m.cta[r.thread]) * (m.nthr_cta // 32 or 1)
         for words in r.words:                    # the operands count as read until now
             m.bulk_reading[r.cta, words] -= 1
             m.r_wt[r.cta, words, min(w, m.r_wt.shape[2] - 1)] = cmt.time
@@ -264,5 +269,7 @@ def _deliver_commit(m, tc, cmt):
     seen = tc.delivered.setdefault(cmt.thread, {})
     for col, t in seen.items():
         snap[col] = max(snap[col], t)
-    seen[cmt.mb.col] = m.gtime
-    arrive(m, cmt.mb, cmt.thread, m.k.code[cmt.pc], 1, snapshot=snap, when=cmt.time)
+    for b in targets:
+        seen[b.col] = m.gtime
+    for b in targets:                            # one arrival on each mbarrier it signals
+        arrive(m, b, cmt.thread, m.k.code[cmt.pc], 1, snapshot=snap.copy(), when=cmt.time)

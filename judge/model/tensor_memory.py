@@ -13,13 +13,17 @@ What is kept, per CTA:
                (an MMA with enable-input-d accumulates onto the MMAs before it, in issue order)
   allocs       base column -> column count, of the live allocations
   relinquished whether the CTA gave up its allocation permit
+  pair_allocs  bases of the allocations made with .cta_group::2 (the same columns in the peer CTA)
   col_op       per column: the pending MMA writing it (index into .ops), or -1
   col_done     per column: (vector-clock column, time) of the mbarrier arrival that completed the
                last MMA writing it: a reader must know it (wait on that mbarrier, or a barrier after
                a thread that did)
   reads        per column and thread: the time of the thread's last tcgen05.ld of it (dealloc must be
                ordered after every such read of the columns it frees)
-and per thread of the cluster (.Threads): the time of its last tcgen05.fence::before_thread_sync and
+A tcgen05.mma.cta_group::2 is two Mma records, one per CTA of the pair (its half of D, the words of
+that CTA's shared memory it reads), completed by the commit's arrival in that CTA (State.pair_alloc
+holds a warp that waits in alloc.cta_group::2 for its peer).
+And per thread of the cluster (.Threads): the time of its last tcgen05.fence::before_thread_sync and
 ::after_thread_sync, the MMAs it issued and has not committed, and its tcgen05.ld destination
 registers that no tcgen05.wait::ld has covered yet.
 """
@@ -36,7 +40,7 @@ POISON32 = 0x7FC0DEAD          # the model's poison (a quiet NaN), as in judge.m
 
 @dataclass(eq=False)
 class Mma:
-    """One tcgen05.mma in flight: its result lands in .cells at its commit's arrival."""
+    """One tcgen05.mma (or tcgen05.cp) in flight: its result lands in .cells at its commit's arrival."""
     thread: int
     pc: int
     cta: int
@@ -48,6 +52,7 @@ class Mma:
     index: int = -1                    # its place in State.ops
     committed: bool = False
     done: bool = False
+    copy: bool = False                 # a tcgen05.cp (shared memory -> tensor memory), tracked like an MMA
 
 
 @dataclass(eq=False)
@@ -59,6 +64,8 @@ class Commit:
     ops: list                          # the Mma records it tracks
     snap: np.ndarray                   # the issuing thread's vector clock at the commit
     time: int
+    also: list = field(default_factory=list)   # further mbarriers it arrives on (.multicast::cluster: the
+    #                                    same offset in each CTA of ctaMask), one arrival each
 
 
 @dataclass
@@ -69,6 +76,7 @@ class CtaMemory:
     allocs: dict = field(default_factory=dict)
     alloc_pc: dict = field(default_factory=dict)          # base -> pc of the tcgen05.alloc
     relinquished: bool = False
+    pair_allocs: set = field(default_factory=set)         # bases allocated with .cta_group::2 (with the peer)
     last_alloc: int = 0                                   # columns of the CTA's last tcgen05.alloc
     col_op: np.ndarray = field(default_factory=lambda: np.full(COLUMNS, -1, np.int64))
     col_done_vc: np.ndarray = field(default_factory=lambda: np.full(COLUMNS, -1, np.int64))
@@ -117,6 +125,11 @@ class State:
         self.ld_pending_pc: dict[str, int] = {}
         self.alloc_blocked: dict[int, list] = {}         # cta -> threads waiting in tcgen05.alloc
         self.notes: list[str] = []                       # said with any Violation (e.g. MMAs issued by many threads)
+        # .cta_group of the kernel's tcgen05 instructions: (1 or 2, pc of the first); all must agree
+        self.group: tuple | None = None
+        # CTA pair (rank // 2) -> the warp of one CTA waiting in tcgen05.alloc.cta_group::2 for its peer:
+        # {"cta", "warp", "threads", "ncols", "dst": (cta, offset), "pc"}
+        self.pair_alloc: dict[int, dict] = {}
 
 
 def early_register(m, name, ins, what):
@@ -135,8 +148,19 @@ def early_register(m, name, ins, what):
 
 
 def check_exit(m, ins):
-    """Hook of the scheduler's on_exit: a block whose threads all exited must have freed its columns."""
+    """Hook of the scheduler's on_exit: a block whose threads all exited must have freed its columns, and
+    must not leave its peer waiting in tcgen05.alloc.cta_group::2."""
     tc = m.tc
+    for pair, w in list(tc.pair_alloc.items()):
+        peer = w["cta"] ^ 1
+        rows = np.arange(peer * m.nthr_cta, (peer + 1) * m.nthr_cta)
+        if peer < len(tc.cta) and not m.alive[rows].any():
+            del tc.pair_alloc[pair]
+            m.fail("tcgen05-pair-alloc", ins,
+                   f"warp {w['warp']} of block rank {w['cta']} waits in tcgen05.alloc.cta_group::2 at "
+                   f"{m.where(m.k.code[w['pc']])} for a warp of its peer CTA (block rank {peer}), which exited "
+                   f"without allocating: with .cta_group::2 one warp in EACH CTA of the pair executes the "
+                   f"alloc (and the dealloc), and the first to arrive blocks until the other does")
     for c, cm in enumerate(tc.cta):
         if cm.leak_checked or not cm.allocs:
             continue

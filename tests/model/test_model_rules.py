@@ -132,6 +132,15 @@ CASES = {
     "trap": ("""
     @%p2 trap;
 """, {}),
+    "tma-barrier-cta": ("""
+    @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+    mov.u32 %r5, %cluster_ctarank;
+    xor.b32 %r5, %r5, 1;
+    mapa.shared::cluster.u32 %r6, %r3, %r5;   // the peer block's mbarrier, without .cta_group::2
+    mov.u64 %rd6, tmap;
+    mov.u32 %r7, 0;
+    @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd6, {%r7, %r7}], [%r6];
+""", {"tmap": True, "grid": (2, 1, 1), "cluster": (2, 1, 1)}),
     "tma-rank": ("""
     @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
     mov.u64 %rd6, tmap;
@@ -263,6 +272,8 @@ def test_without_the_mistake_the_same_snippets_run_clean():
         "proxy-fence-barrier": CASES["proxy-fence-barrier"][0].replace("fence.proxy.async.shared::cta;",
                                                                        "fence.proxy.async.shared::cta;\n    bar.sync 0;"),
         "exit-before-bulk-read": CASES["exit-before-bulk-read"][0] + "    @%p1 cp.async.bulk.wait_group.read 0;\n",
+        "tma-barrier-cta": CASES["tma-barrier-cta"][0].replace("complete_tx::bytes [", "complete_tx::bytes.cta_group::2 [")
+        + "    barrier.cluster.arrive.release.aligned;\n    barrier.cluster.wait.acquire.aligned;\n",
     }
     for rule, body in ok.items():
         saved = CASES[rule]

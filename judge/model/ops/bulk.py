@@ -72,6 +72,10 @@ def _tma_load(m, ins):
     if "im2col" in p or any(x.startswith("tile::") for x in p) or "im2col_no_offs" in p:
         raise Unsupported(ins.op, "TMA im2col / gather modes")
     mcast = "multicast::cluster" in p
+    pair = "cta_group::2" in p
+    if pair and mcast:
+        raise Unsupported(ins.op, ".multicast::cluster with .cta_group::2 (whose mbarrier each CTA's bytes "
+                                  "signal is not modelled)")
     dst, src, bar = ins.args[:3]
     rest = ins.args[3:]
     mask_op = rest[0] if mcast and rest else None
@@ -91,6 +95,15 @@ def _tma_load(m, ins):
             bcta, boff = m.smem_split(ba, one, ins, cluster_ok=True)
             if doff[0] % 16:
                 m.fail("alignment", ins, f"TMA destination at shared offset {int(doff[0])} is not 16-byte aligned")
+            d0, b0 = int(dcta[0]), int(bcta[0])
+            if not mcast and b0 != d0 and not (pair and b0 == d0 ^ 1):
+                m.fail("tma-barrier-cta", ins,
+                       f"{m.tdesc(t)}'s TMA load at {m.where(ins)} writes the shared memory of block rank {d0} "
+                       f"but signals the mbarrier of block rank {b0}: "
+                       + ("with .cta_group::2 the mbarrier is in the destination CTA or its peer (the rank that "
+                          "differs in bit 0)" if pair else
+                          "without .cta_group::2 the mbarrier is in the same CTA as the destination; to signal "
+                          "the peer CTA's mbarrier (a CTA pair's leader), add .cta_group::2"))
             addr, inb, pos, eb = box_geometry(spec, co, int(doff[0]))
             b, size, u8 = completion.tensor_region(m, spec, ins)
             data = np.empty((addr.size, eb), np.uint8)
