@@ -95,6 +95,17 @@ RULES: dict[str, Rule] = {
     "shared-window": Rule("State Spaces: Shared State Space (shared::cta and shared::cluster windows)",
                           "a .shared::cta access needs an address of the executing block; a .shared::cluster "
                           "address must name a block of the cluster"),
+    "tensormap-object": Rule("Data Movement and Conversion Instructions: Tensor Map; cp.async.bulk.tensor; "
+                             "tensormap.replace",
+                             "a tensor map is an opaque 128-byte object: it is used and edited only as a whole "
+                             "object created by the driver (or a whole copy of one)"),
+    "tensormap-proxy-fence": Rule(f"{_MCM}: Proxies (tensormap proxy); membar/fence "
+                                  "(fence.proxy.tensormap::generic); tensormap.cp_fenceproxy",
+                                  "a tensor map written through the generic proxy is used by a TMA only after "
+                                  "the writer's fence.proxy.tensormap::generic.release and the using thread's "
+                                  ".acquire on that map, the release ordered before the acquire"),
+    "tensormap-space": Rule("Data Movement and Conversion Instructions: cp.async.bulk.tensor (tensorMap operand)",
+                            "the tensor map of a TMA is in the .param, .const or .global state space"),
     "tma-rank": Rule("Data Movement and Conversion Instructions: cp.async.bulk.tensor",
                      "the tensor coordinates must have as many dimensions as the tensor map"),
     "tma-read-before-complete": Rule("cp.async.bulk.tensor; mbarrier: Tracking asynchronous operations "

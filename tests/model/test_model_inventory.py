@@ -33,9 +33,6 @@ EXPECTED_GAPS = {
     "tcgen05": "Blackwell (sm_100a) tensor memory and tcgen05 MMAs are being added to the model as the "
                "family judge/model/ops/tcgen05.py; until it is registered, chapter 5's kernels and the "
                "tcgen05_gemm exercise are graded without the model",
-    "tensormap": "tensor maps are judge.hw.tma spec objects in the model, not their 128 opaque bytes: "
-                 "editing a map in memory (tensormap.replace, tensormap.cp_fenceproxy; chapter 2's "
-                 "tensormap_replace.cu) needs the byte layout of CUtensorMap, which is not documented",
 }
 
 

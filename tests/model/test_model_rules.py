@@ -37,6 +37,20 @@ PROLOGUE = """
 """
 
 
+# threads 0..31 read word %r0 of the tensor-map parameter (%r5), with its shared (%r6) and global (%rd10) places
+TMAP_COPY = """
+    setp.lt.u32 %p3, %r0, 32;
+    mov.u64 %rd6, tmap;
+    shl.b32 %r4, %r0, 2;
+    cvt.u64.u32 %rd9, %r4;
+    add.u64 %rd13, %rd6, %rd9;
+    @%p3 ld.param.u32 %r5, [%rd13];
+    add.u32 %r6, %r1, %r4;
+    add.u64 %rd10, %rd2, %rd9;
+    cvt.u64.u32 %rd12, %r1;
+"""
+
+
 def _io(rng):
     return rng.standard_normal(256).astype(np.float32), np.full(256, np.nan, np.float32)
 
@@ -136,6 +150,22 @@ CASES = {
     @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
     mov.u64 %rd6, tmap;
     @%p1 cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd6, {%r0}], [%r3];
+""", {"tmap": True}),
+    "tensormap-object": ("""
+    @%p1 tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%r1], %rd1;   // buf holds no map
+""", {}),
+    "tensormap-space": (TMAP_COPY + """
+    @%p3 st.shared.u32 [%r6], %r5;          // the map's 128 bytes into shared memory
+    bar.sync 0;
+    cvta.shared.u64 %rd11, %rd12;
+    @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+    @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1+2048], [%rd11, {%r0, %r0}], [%r3];
+""", {"tmap": True}),
+    "tensormap-proxy-fence": (TMAP_COPY + """
+    @%p3 st.global.u32 [%rd10], %r5;         // the map's 128 bytes into global memory (out)
+    bar.sync 0;
+    @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+    @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1+2048], [%rd2, {%r0, %r0}], [%r3];
 """, {"tmap": True}),
     "wgmma-aligned": ("""
     wgmma.fence.sync.aligned;
@@ -263,6 +293,9 @@ def test_without_the_mistake_the_same_snippets_run_clean():
         "proxy-fence-barrier": CASES["proxy-fence-barrier"][0].replace("fence.proxy.async.shared::cta;",
                                                                        "fence.proxy.async.shared::cta;\n    bar.sync 0;"),
         "exit-before-bulk-read": CASES["exit-before-bulk-read"][0] + "    @%p1 cp.async.bulk.wait_group.read 0;\n",
+        "tensormap-proxy-fence": CASES["tensormap-proxy-fence"][0].replace(
+            "bar.sync 0;", "fence.proxy.tensormap::generic.release.gpu;\n    bar.sync 0;\n"
+            "    @%p1 fence.proxy.tensormap::generic.acquire.gpu [%rd2], 128;"),
     }
     for rule, body in ok.items():
         saved = CASES[rule]
