@@ -112,6 +112,14 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    barriers, leaks at exit. Values read with tcgen05.ld are marked, and global stores of marked values
    are counted ("gstore.from.tcgen05.ld.bytes" of "gstore.bytes"). cta_group::2 and the block-scaled
    kinds are Unsupported.
+10c. Cluster launch control (sm_100; ops/clc.py): clusterlaunchcontrol.try_cancel (.multicast::cluster::all
+   too) succeeds while a cluster of the launch has not started: the model, which runs clusters one
+   after another in its own order, takes one (drawn with the seed) out of the launch - it never runs,
+   report.cancelled names it - and writes the 16-byte response like a TMA load: poison until the
+   mbarrier phase completes, its 16-byte complete-tx delivered as late as allowed (when a thread waits on
+   that mbarrier, or nothing else can run). query_cancel (is_canceled, get_first_ctaid) decodes it from a
+   .b128 register (mov.b128); anything else is "clc-response"; asking again after a block saw a request
+   fail is "clc-after-failure".
 11. HANG: the moment every live thread is blocked (bar.sync that cannot complete, an mbarrier phase
    that can never complete, a cluster barrier), Hang carries the wait-for graph: who waits on
    which barrier / mbarrier and parity, how many arrivals and tx bytes are missing. A kernel that
@@ -189,6 +197,7 @@ class Report:
     seconds: float = 0.0
     ctaids: list = field(default_factory=list)   # (x, y, z) of every block that ran
     blocks_total: int = 0                        # blocks in the launch's grid (more than ran: a sample)
+    cancelled: list = field(default_factory=list)  # first ctaid of each cluster a try_cancel cancelled
 
     def __str__(self):
         top = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
@@ -246,13 +255,16 @@ def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_
         m = Machine(mod, k, grid=grid, block=block, cluster=cluster, args=tuple(args),
                     shared_bytes=int(shared_bytes), budget=budget, strict=strict, seed=seed,
                     source_name=name, sms=sms, entry_registers=regs, memory=tuple(memory))
+        m.launch_pending = list(origins)     # a try_cancel (ops.clc) may take clusters out before they start
         try:
-            for o in origins:
+            while m.launch_pending:
+                o = m.launch_pending.pop(0)
                 scheduler.run_cluster(m, o)
                 rep.steps += m.steps
                 rep.ctaids += [(o[0] + x, o[1] + y, o[2] + z) for z in range(cluster[2])
                                for y in range(cluster[1]) for x in range(cluster[0])]
         finally:
+            rep.cancelled = list(m.launch_cancelled)
             rep.counts = m.counts
             rep.timeline = m.timeline
             rep.violations = m.violations

@@ -132,14 +132,29 @@ def phase_completed(m, mb, ins):
     mb.waiters = []
 
 
+def flush_clc_responses(m, mb=None) -> bool:
+    """The latest legal moment for a try_cancel response (judge.model.ops.clc queues them): its 16 bytes'
+    complete-tx reaches the mbarrier (mb, or every one) only when someone needs that phase."""
+    todo = [x for x in m.clc_pending if mb is None or x is mb]
+    if not todo:
+        return False
+    m.clc_pending = [x for x in m.clc_pending if not (mb is None or x is mb)]
+    for x in todo:
+        if x.complete_tx(16):
+            phase_completed(m, x, m.k.code[m.cur_pc])
+    return True
+
+
 def flush_cp_async_arrivals(m, mb=None):
     """The latest legal moment: the copies behind a cp.async.mbarrier.arrive land only when someone
-    needs the mbarrier's phase (or nothing else can run)."""
+    needs the mbarrier's phase (or nothing else can run). A try_cancel response and a tcgen05.commit's
+    arrival are due as late."""
+    clc = flush_clc_responses(m, mb)
     if flush_tcgen05_commits(m, mb):          # a tcgen05.commit's arrival is due as late, one at a time
         return True
     todo = [a for a in m.cpa_arrivals if mb is None or a["mb"] is mb]
     if not todo:
-        return False
+        return clc
     m.cpa_arrivals = [a for a in m.cpa_arrivals if not (mb is None or a["mb"] is mb)]
     for a in todo:
         t = a["thread"]

@@ -75,6 +75,9 @@ class Machine:
         self.source_name = source_name             # the learner's file as messages name it
         self.cluster_explicit = tuple(cluster) != (1, 1, 1)   # %is_explicit_cluster
         self.tma_loads = []          # TMA/bulk loads waiting for their mbarrier phase (judge.model.completion)
+        # cluster launch control (ops.clc): the clusters of the launch not started yet (judge.model.run
+        # takes the next from the front; a successful try_cancel removes one), those cancelled
+        self.launch_pending, self.launch_cancelled = [], []
         # tensor maps as objects (judge.model.tensormaps): id -> spec; the tensormap proxy's writes, releases
         # and (per cluster) acquires, keyed by the map's location
         self.tensormap_objs = []
@@ -227,6 +230,9 @@ class Machine:
         self.n = n
         self.cluster_serial += 1
         self.tensormap_acquired = {}          # (thread, location) -> (map id, why not) of this cluster's acquires
+        self.clc_pending = []                 # mbarriers owed a try_cancel response's complete-tx (completion)
+        self.clc_failed_seen = np.zeros(self.ncta, bool)   # a block saw a try_cancel fail (ops.clc)
+        self.regs128 = {}                     # .b128 registers: name -> (threads, 2) uint64 (ops.clc)
         lt = np.arange(n) % self.nthr_cta
         self.cta = np.arange(n) // self.nthr_cta
         cr = self.cta

@@ -51,6 +51,17 @@ TMAP_COPY = """
 """
 
 
+# thread 0 asks to cancel a cluster (try_cancel), waits for the response and holds it in %q1
+CLC_ASK = """
+    @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+    @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 16;
+    @%p1 clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%r1], [%r3];
+    @%p1 mbarrier.try_wait.parity.shared::cta.b64 %p4, [%r3], 0;
+    @%p1 ld.shared.v2.u64 {%rd20, %rd21}, [%r1];
+    @%p1 mov.b128 %q1, {%rd20, %rd21};
+"""
+
+
 def _io(rng):
     return rng.standard_normal(256).astype(np.float32), np.full(256, np.nan, np.float32)
 
@@ -167,6 +178,14 @@ CASES = {
     @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
     @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1+2048], [%rd2, {%r0, %r0}], [%r3];
 """, {"tmap": True}),
+    "clc-response": ("""
+    mov.b128 %q1, {%rd1, %rd2};             // two pointers, not a try_cancel response
+    clusterlaunchcontrol.query_cancel.is_canceled.pred.b128 %p4, %q1;
+""", {}),
+    "clc-after-failure": (CLC_ASK + """
+    @%p1 clusterlaunchcontrol.query_cancel.is_canceled.pred.b128 %p5, %q1;   // false: one block, none left
+    @%p1 clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%r1+16], [%r3];
+""", {}),
     "wgmma-aligned": ("""
     wgmma.fence.sync.aligned;
     @%p1 wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%f1, %f2, %f3, %f4}, %rd7, %rd8, 0, 1, 1, 0, 0;
