@@ -215,9 +215,9 @@ def bulk_complete(m, b, ins):
         u8[off[:, None] + np.arange(b["eb"])] = new
         m.counts["tma.store.bytes"] += int(b["inb"].sum()) * b["eb"]
         m.counts["gstore.bytes"] += int(b["inb"].sum()) * b["eb"]
-        marked = m.mem_taint.get("shared")        # bytes that came out of tensor memory (tcgen05.ld)
+        marked = m.mem_taint.get("shared")        # bytes that came out of tcgen05.ld (or wgmma)
         if marked is not None:
-            m.counts["gstore.from.tcgen05.ld.bytes"] += int(
+            m.counts[f"gstore.from.{m.taint_source}.bytes"] += int(
                 marked[c, b["pos"]].reshape(-1, b["eb"])[b["inb"]].sum())
     else:
         one = np.array([b["thread"]])
@@ -226,7 +226,7 @@ def bulk_complete(m, b, ins):
         marked = m.mem_taint.get("shared")
         saved, m.cur_taint = m.cur_taint, None   # the mark of these bytes is in shared memory, not a register
         if marked is not None and marked[c, b["pos"]].any():
-            m.counts["gstore.from.tcgen05.ld.bytes"] += int(marked[c, b["pos"]].sum())
+            m.counts[f"gstore.from.{m.taint_source}.bytes"] += int(marked[c, b["pos"]].sum())
         m.gstore(a, data.reshape(1, -1), one, ins)
         m.cur_taint = saved
     m.bulk_reading[c, b["words"]] -= 1

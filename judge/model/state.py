@@ -332,9 +332,10 @@ class Machine:
         self.wg_written = {}
         # -- tensor memory and tcgen05 (ops.tcgen05)
         self.tc = None                        # tensor memory and tcgen05 (judge.model.tensor_memory), at first use
-        self.taint = {}                       # register -> lanes whose value came from a tcgen05.ld
+        self.taint = {}                       # register -> lanes whose value came from a tcgen05.ld (or wgmma)
         self.cur_taint = None                 # lanes of the current instruction that read such a value
         self.mem_taint = {}                   # "shared" (blocks, bytes) / "local" (threads, bytes): marked bytes
+        self.taint_source = "tcgen05.ld"      # what the mark means: the instruction whose results it follows
 
     def taint_store(self, space, rows, off, w, lanes):
         """A store of w bytes per lane at (rows, off) of shared or local memory: the bytes carry the mark
@@ -546,8 +547,8 @@ class Machine:
         order = np.empty(self.n, np.int64)
         order[lanes] = np.arange(len(lanes))
         self.counts["gstore.bytes"] += len(lanes) * w
-        if self.cur_taint is not None:       # bytes whose value came out of tensor memory (tcgen05.ld)
-            self.counts["gstore.from.tcgen05.ld.bytes"] += w * int(np.count_nonzero(self.cur_taint[lanes]))
+        if self.cur_taint is not None:       # bytes whose value came out of tcgen05.ld (or wgmma)
+            self.counts[f"gstore.from.{self.taint_source}.bytes"] += w * int(np.count_nonzero(self.cur_taint[lanes]))
         for sel, u8, off in self._regions_of(a, w, lanes, ins, write=True):
             u8[off[:, None] + np.arange(w)] = data[order[sel]]
         if self.tensormap_objs:              # a copy of a tensor map's bytes (judge.model.tensormaps)
