@@ -191,7 +191,7 @@ def _run_model(b, mod, ex, sub, checked) -> Result | None:
         from judge import model
     except ImportError:
         return None
-    if not all(hasattr(model, n) for n in ("run", "Violation", "Hang", "Unsupported")):
+    if not model.available():
         return None                                      # no model in this installation
     from judge.gpu import launch as _launch
     cases = _model_cases(mod, ex, np.random.default_rng(_seed()))

@@ -171,9 +171,18 @@ from judge.model import scheduler
 from judge.model.errors import Hang, Unsupported, Violation
 from judge.model.state import Machine
 
-__all__ = ["run", "Report", "Violation", "Hang", "Unsupported", "parse"]
+__all__ = ["run", "Report", "Violation", "Hang", "Unsupported", "parse", "available"]
 
 _PARSED: dict = {}
+
+
+def available() -> bool:
+    """Can this installation's CPU model grade a kernel? Its entry point and its three outcomes are all
+    here (a fork that ships judge/model reduced to a stub answers False). The CUDA grading flow
+    (judge.grading.cuda_flow) and the tests that expect its verdicts ask this one question."""
+    g = globals()
+    return callable(g.get("run")) and all(isinstance(g.get(n), type) and issubclass(g[n], Exception)
+                                          for n in ("Violation", "Hang", "Unsupported"))
 
 
 def parse(build_or_ptx):
