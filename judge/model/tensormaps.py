@@ -118,21 +118,23 @@ def note_write(m, loc, t):
 
 
 def note_global_store(m, a, data, lanes):
-    """A global store (already written) of 4-byte units: a unit that completes a 64-bit word of a map
-    identity marks the 128-byte location of that map as written through the generic proxy (called from
-    judge.model.state.Machine.gstore while the launch has tensor-map objects)."""
+    """A global store (already written) of 4-byte units: a unit that is the high half of a map identity's
+    64-bit word, over a low half in memory (written before it or with it), marks the 128-byte location of
+    that map as written through the generic proxy (called from judge.model.state.Machine.gstore while the
+    launch has tensor-map objects). A copy that writes a word's high half before its low half is not
+    seen: a TMA through it then reads no map the kernel wrote (Unsupported, never a verdict)."""
     w = data.shape[1]
     if w < 4 or w % 4:
         return
     units = np.ascontiguousarray(data).view(np.uint32)              # (lanes, w / 4)
+    high = units == MAGIC
+    if not high.any():
+        return
     addr = a[lanes].astype(np.int64)[:, None] + 4 * np.arange(w // 4)
-    high = units == MAGIC                                            # the high half of an identity word
-    low = (addr % 8 == 0) & ((units >> 8) < len(m.tensormap_objs)) & ((units & 0xFF) < 16)
-    for i, j in zip(*np.nonzero(high | low)):
-        x = int(addr[i, j])
-        lo, hi = (x - 4, x) if high[i, j] else (x, x + 4)
-        lv, hv = _peek(m, lo), _peek(m, hi)
-        if lo % 8 == 0 and hv == MAGIC and lv is not None and (lv & 0xFF) < 16:
+    for i, j in zip(*np.nonzero(high)):
+        lo = int(addr[i, j]) - 4
+        lv = _peek(m, lo)
+        if lo % 8 == 0 and lv is not None and (lv & 0xFF) < 16:
             note_write(m, ("global", lo - 8 * (lv & 0xFF)), lanes[i])
 
 
