@@ -4,6 +4,7 @@
 // Each kernel allocates tensor memory, copies scale factors from shared memory into it
 // (tcgen05.cp), issues ONE MMA of its kind and waits for its commit. The descriptors point at
 // shared memory the kernel never fills: these kernels exist to be compiled and read, never run.
+// The block-scaled kinds and tcgen05.cp run on the CPU model in gemm_mxfp8.cu, a real tile (blockscaled.py).
 //
 // Block-scaled kinds (D = (A * scale_A) (B * scale_B) + D, scales per block of K, read from TMEM):
 //   kind::mxf8f6f4  A, B: E4M3 / E5M2 / E3M2 / E2M3 / E2M1, one E8M0 scale per 32 elements (MXFP8/6/4)

@@ -110,8 +110,10 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    earlier MMA of its thread, also those an earlier commit covered), ld/st in the warp's
    lane quarter with warp-uniform addresses, registers usable after tcgen05.wait::ld, fences around
    barriers, leaks at exit. Values read with tcgen05.ld are marked, and global stores of marked values
-   are counted ("gstore.from.tcgen05.ld.bytes" of "gstore.bytes"). cta_group::2 and the block-scaled
-   kinds are Unsupported.
+   are counted ("gstore.from.tcgen05.ld.bytes" of "gstore.bytes"). tcgen05.cp (judge/model/ops/tcgen05_cp.py)
+   copies shared memory into tensor memory, tracked by tcgen05.commit like an MMA; the block-scaled kinds
+   (mxf8f6f4, mxf4, mxf4nvf4) read their scales from tensor memory (judge.model.block_scale).
+   cta_group::2 is Unsupported.
 10c. Cluster launch control (sm_100; ops/clc.py): clusterlaunchcontrol.try_cancel (.multicast::cluster::all
    too) succeeds while a cluster of the launch has not started: the model, which runs clusters one
    after another in its own order, takes one (drawn with the seed) out of the launch - it never runs,

@@ -176,6 +176,19 @@ RULES: dict[str, Rule] = {
                                   "generation of TensorCore operations",
                                   "an MMA may overwrite columns only after every tcgen05.ld of them is ordered "
                                   "before it: fence::before_thread_sync, a synchronization, fence::after_thread_sync"),
+    "tcgen05-cp-shape": Rule("9.7.16.9.2 tcgen05.cp",
+                             ".64x128b requires .warpx2::02_13 or .warpx2::01_23, .32x128b requires .warpx4; the "
+                             "copy's lanes lie inside the 128 lanes of tensor memory"),
+    "tcgen05-scale-vec": Rule("9.7.16.10.7.1 Valid combinations of scale_vectorsize (Tables 54, 55); "
+                              "9.7.16.10.7.2 Scale Factor A ID; 9.7.16.10.7.3 Scale Factor B ID",
+                              "mxf8f6f4 takes scale_vec::1X (block32, UE8M0), mxf4 2X (block32, UE8M0), mxf4nvf4 2X "
+                              "(block32, UE8M0) or 4X (block16, UE8M0 or UE4M3); the scale factor ID selects bytes "
+                              "aligned to the vector size"),
+    "tcgen05-scale-visibility": Rule("9.7.16.6 Memory consistency model for 5th generation of TensorCore "
+                                     "operations; 9.7.16.12.1 tcgen05.commit",
+                                     "an MMA reads scale factors another thread's tcgen05.cp wrote only after that "
+                                     "copy's commit was observed and tcgen05.fence::after_thread_sync executed; one "
+                                     "thread's tcgen05.cp and tcgen05.mma run in issue order"),
     "tcgen05-wait-st": Rule("9.7.16.8.4 tcgen05.st; tcgen05.wait",
                             "tcgen05.st is asynchronous: the cells it writes are read only after the storing "
                             "warp's tcgen05.wait::st"),

@@ -36,7 +36,7 @@ POISON32 = 0x7FC0DEAD          # the model's poison (a quiet NaN), as in judge.m
 
 @dataclass(eq=False)
 class Mma:
-    """One tcgen05.mma in flight: its result lands in .cells at its commit's arrival."""
+    """One tcgen05.mma (or tcgen05.cp) in flight: its result lands in .cells at its commit's arrival."""
     thread: int
     pc: int
     cta: int
@@ -48,6 +48,7 @@ class Mma:
     index: int = -1                    # its place in State.ops
     committed: bool = False
     done: bool = False
+    copy: bool = False                 # a tcgen05.cp (shared memory -> tensor memory), tracked like an MMA
 
 
 @dataclass(eq=False)

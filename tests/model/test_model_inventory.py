@@ -29,10 +29,12 @@ from judge.model import state as model_state
 ROOT = Path(__file__).resolve().parents[2]
 
 # Instruction families the model does not run yet, each with the reason. Keep this the one place.
+_PAIR = ("a pair of CTAs sharing one MMA (.cta_group::2: chapter 5's blockscaled_probe.cu, probe_2sm) is not "
+         "modelled yet: every other tcgen05 form the course uses, tcgen05.cp and the block-scaled kinds "
+         "included, runs on judge/model/ops/tcgen05.py and tcgen05_cp.py")
 EXPECTED_GAPS = {
-    "tcgen05": "Blackwell (sm_100a) tensor memory and tcgen05 MMAs are being added to the model as the "
-               "family judge/model/ops/tcgen05.py; until it is registered, chapter 5's kernels and the "
-               "tcgen05_gemm exercise are graded without the model",
+    **{f"tcgen05.{what}.cta_group::2": _PAIR for what in ("alloc", "relinquish_alloc_permit", "dealloc", "mma",
+                                                            "commit")},
 }
 
 

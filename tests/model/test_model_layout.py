@@ -91,12 +91,27 @@ def test_no_module_of_the_model_is_on_an_import_cycle():
     assert not bad, f"import cycles through judge.model: {bad}"
 
 
+# A module that extends one family's instructions with more of the same family (its state, its descriptors,
+# its ordering checks) may use that family's helpers, and only that family's: module -> (family, why).
+EXTENDS = {"tcgen05_cp.py": ("judge.model.ops.tcgen05",
+                             "tcgen05.cp writes the tcgen05 family's tensor memory, reads shared memory through the "
+                             "same matrix descriptor as tcgen05.mma and is ordered by the same commits and fences")}
+
+
 def test_instruction_families_never_import_each_other():
     fams = sorted(p for p in (MODEL / "ops").glob("*.py") if p.name not in ("__init__.py", "common.py"))
     assert len(fams) >= 10
     for f in fams:
         others = {i for i in _imports(f) if i.startswith("judge.model.ops.") and i != "judge.model.ops.common"}
+        others -= {EXTENDS[f.name][0]} if f.name in EXTENDS else set()
         assert not others, f"{f.name} imports {others}: families use the state, checks, completion and scheduler only"
+
+
+def test_a_family_extension_imports_its_family_and_is_imported_by_nobody():
+    for name, (family, _why) in EXTENDS.items():
+        assert family in _imports(MODEL / "ops" / name), f"{name} no longer uses {family}: drop it from EXTENDS"
+        users = [p.name for p in (MODEL / "ops").glob("*.py") if f"judge.model.ops.{name[:-3]}" in _imports(p)]
+        assert not users, f"{users} import {name}"
 
 
 def test_the_engine_imports_no_family():

@@ -310,10 +310,14 @@ def test_an_instruction_descriptor_with_an_impossible_n_is_a_violation():
 
 
 def test_every_tcgen05_rule_of_the_model_is_broken_by_a_test_here():
-    """tests/model/test_model_rules.py breaks the other rules with PTX snippets; sm_100a rules are broken here."""
+    """tests/model/test_model_rules.py breaks the other rules with PTX snippets; sm_100a rules are broken here,
+    in tests/model/test_model_blockscaled.py (tcgen05.cp) and tests/chapters/test_ch05_blockscaled.py (block scaling)."""
     import inspect
+    from pathlib import Path
     from judge.model import checks
-    src = inspect.getsource(__import__(__name__))
+    here = Path(__file__).resolve()
+    src = inspect.getsource(__import__(__name__)) + (here.parent / "test_model_blockscaled.py").read_text() \
+        + (here.parents[1] / "chapters" / "test_ch05_blockscaled.py").read_text()
     assert {r for r in checks.RULES if r.startswith("tcgen05-")} <= {r for r in checks.RULES if f'"{r}"' in src}
 
 
@@ -327,8 +331,8 @@ def test_the_correct_probe_breaks_no_rule_and_frees_everything():
 
 UNSUPPORTED = {
     "cta_group::2": 'asm volatile("tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32 [%0], 32;" :: "r"(a) : "memory");',
-    "block_scale": 'asm volatile("{\\n .reg .pred p;\\n setp.ne.u32 p, %0, 0;\\n tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32 [%0], %1, %1, %0, [%0], [%0], p;\\n}" :: "r"(a), "l"((unsigned long long)a) : "memory");',
-    "tcgen05.cp": 'asm volatile("tcgen05.cp.cta_group::1.32x128b.warpx4 [%0], %1;" :: "r"(a), "l"((unsigned long long)a) : "memory");',
+    "block_scale A in tensor memory": 'asm volatile("{\\n .reg .pred p;\\n setp.ne.u32 p, %0, 0;\\n tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32 [%0], [%0], %1, %0, [%0], [%0], p;\\n}" :: "r"(a), "l"((unsigned long long)a) : "memory");',
+    "tcgen05.cp decompressing": 'asm volatile("tcgen05.cp.cta_group::1.128x128b.b8x16.b6x16_p32 [%0], %1;" :: "r"(a), "l"((unsigned long long)a) : "memory");',
 }
 
 

@@ -3,7 +3,8 @@
 Importing this package registers every family with judge.model.registry (longest dotted prefix
 wins). Each family uses the machine's state (judge.model.state), the checks (judge.model.checks),
 the completions (judge.model.completion) and the scheduler (judge.model.scheduler), never another
-family. To add an instruction: write `@op("name") def factory(m, ins) -> run(ins, mask, full)` in
+family (one exception, named in tests/model/test_model_layout.py EXTENDS: tcgen05_cp extends tcgen05
+and uses its helpers). To add an instruction: write `@op("name") def factory(m, ins) -> run(ins, mask, full)` in
 its family (or a new module in this folder) and a test in tests/test_model_ops_*.py (and a breaking case in tests/model/test_model_rules.py for a new rule).
 
     alu        add ... fma, setp, selp, mov, bfe, lop3, prmt, shf
@@ -18,7 +19,8 @@ its family (or a new module in this folder) and a test in tests/test_model_ops_*
     bulk       cp.async.bulk(.tensor), cp.reduce.async.bulk.tensor, bulk commit/wait groups
     wgmma      wgmma.fence / mma_async / commit_group / wait_group
     tcgen05    tcgen05.alloc / dealloc / relinquish_alloc_permit / mma / commit / ld / st / wait / fence
-               (tensor memory: judge.model.tensor_memory)
+               (tensor memory: judge.model.tensor_memory; block-scaled kinds: judge.model.block_scale)
+    tcgen05_cp tcgen05.cp (shared memory -> tensor memory; uses tcgen05's helpers and state)
     clc        clusterlaunchcontrol.try_cancel / query_cancel, mov.b128 (cluster launch control, sm_100)
     tensormap  tensormap.replace, tensormap.cp_fenceproxy, fence.proxy.tensormap::generic (judge.model.tensormaps)
     setmaxnreg setmaxnreg.inc / dec (warpgroup-aligned, the CTA's register pool)

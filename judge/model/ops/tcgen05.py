@@ -26,10 +26,28 @@ one path of one warp is found however the kernel reaches it. The sections named 
                          it issues one MMA of its own. So a kernel where every thread issues them
                          runs 128 MMAs per instruction (its C is wrong) and 128 commits: no rule is
                          invented for it, the arithmetic shows it.
-                         Supported: .cta_group::1, kind::f16 (bf16 / f16 inputs), kind::tf32 and
-                         kind::f8f6f4 with E4M3 / E5M2 inputs, f32 accumulators, M = 128,
-                         N = 16..256 (step 16), K-major operands from shared-memory descriptors
-                         (no swizzle or the 32/64/128-byte swizzles, base offset 0), enable-input-d.
+                         Supported: .cta_group::1, kind::f16 (bf16 / f16 inputs), kind::tf32,
+                         kind::f8f6f4 with E4M3 / E5M2 / E3M2 / E2M3 / E2M1 inputs (FP6 / FP4 in
+                         padded 16-byte units, 9.7.16.10.4), the block-scaled kinds
+                         kind::mxf8f6f4 (same formats, E8M0 scale per 32), kind::mxf4 (E2M1, E8M0
+                         per 32) and kind::mxf4nvf4 (E2M1, E8M0 per 32 or E8M0 / UE4M3 per 16 =
+                         NVFP4) with .block16 / .block32 / .scale_vec::NX, scale factors read from
+                         tensor memory at [scale-A-tmem] / [scale-B-tmem] with the scale factor IDs
+                         of the instruction descriptor (judge.model.block_scale: layout, decoding
+                         through judge.hw.formats), f32 accumulators, M = 128, N = 16..256 (step
+                         16), K-major operands from shared-memory descriptors (no swizzle or the
+                         32/64/128-byte swizzles, base offset 0), enable-input-d.
+  tcgen05-scale-vec      a block-scaled MMA's kind, scale vector size (.block16 / .block32 /
+                         .scale_vec::NX), scale type (idesc bit 23) and scale factor IDs form a valid
+                         combination (9.7.16.10.7.1 Tables 54, 55; 9.7.16.10.7.2/3).
+  tcgen05-scale-visibility  the scale columns an MMA reads were written by a tcgen05.cp of the same
+                         thread (the tensor core runs one thread's tcgen05.cp and tcgen05.mma in issue
+                         order), or by one whose commit the MMA's thread observed, followed by
+                         tcgen05.fence::after_thread_sync; the columns are allocated
+                         ("tcgen05-unallocated") and any tcgen05.st of them was waited for.
+  tcgen05.cp             judge.model.ops.tcgen05_cp: shared memory -> tensor memory, one thread, the
+                         shapes .128x256b, .4x256b, .128x128b, .64x128b.warpx2::02_13 / 01_23 and
+                         .32x128b.warpx4, tracked by tcgen05.commit like an MMA ("tcgen05-cp-shape").
                          The result lands in tensor memory when its commit arrives; until then the
                          columns are in flight. Operands are read through the async proxy (a generic
                          store needs fence.proxy.async and a barrier: "proxy-fence"), and count as
@@ -61,10 +79,10 @@ one path of one warp is found however the kernel reaches it. The sections named 
                          tcgen05.fence::after_thread_sync in the deallocating warp; a dealloc of
                          columns an MMA may still write is a Violation too.
 
-Not covered (Unsupported, never a verdict): .cta_group::2 (pairs of CTAs), the block-scaled kinds
-(kind::mxf8f6f4, kind::mxf4, kind::mxf4nvf4 with scales in tensor memory), kind::i8, FP6 / FP4
-operands of kind::f8f6f4, A from tensor memory, M = 64, MN-major operands, disable-output-lane
-and scale-input-d, .ws, sparse MMAs, tcgen05.cp, tcgen05.shift, ld/st shapes other than 32x32b
+Not covered (Unsupported, never a verdict): .cta_group::2 (pairs of CTAs), kind::i8, the K = 96
+block-scaled forms (idesc bit 31), A from tensor memory, M = 64, MN-major operands,
+disable-output-lane and scale-input-d, .ws, sparse MMAs, tcgen05.cp's decompressing forms
+(.b8x16.b6x16_p32 / .b4x16_p64) and .cta_group::2, tcgen05.shift, ld/st shapes other than 32x32b
 and .pack/.unpack.
 
 "The feature carries the data": every register a tcgen05.ld writes is marked, and the mark follows
@@ -78,6 +96,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from judge.model import block_scale as BS
 from judge.model import checks, completion
 from judge.model import tensor_memory as TM
 from judge.model.errors import Unsupported
@@ -358,10 +377,16 @@ def _decode_elems(raw: np.ndarray, fmt: str) -> np.ndarray:
     if fmt == "tf32":                      # the low 13 mantissa bits are ignored
         return (raw.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
     from judge.hw import formats
+    if fmt in BS.PACKED16:                 # FP6 / FP4 of kind::f8f6f4 / mxf8f6f4: 16 per 16-byte unit
+        return formats.decode(BS.unpack_f8f6f4(raw, fmt), fmt)
+    if fmt == "e2m1x2":                    # FP4 of kind::mxf4 / mxf4nvf4: two per byte
+        return formats.decode(formats.unpack_fp4(raw), "e2m1")
     return formats.decode(raw, fmt)
 
 
-_ESIZE = {"bf16": 2, "f16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1}
+# bytes per element as an operand spans shared memory; FP6 / FP4 of kind::f8f6f4 take a byte's place (padded
+# 16-byte units), "e2m1x2" is a byte of two FP4 (kind::mxf4 / mxf4nvf4): see _geometry
+_ESIZE = {"bf16": 2, "f16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "e2m1": 1, "e3m2": 1, "e2m3": 1, "e2m1x2": 1}
 _KIND_K = {"kind::f16": 16, "kind::tf32": 8, "kind::f8f6f4": 32}
 
 
@@ -371,19 +396,26 @@ def mma(m, ins):
     _unsupported_forms(ins)
     p = ins.parts
     kind = next((x for x in p if x.startswith("kind::")), None)
-    if kind not in _KIND_K or "block_scale" in p:
-        raise Unsupported(ins.op, f"tcgen05.mma {kind or ''} is not modelled (kind::f16, kind::tf32 and "
-                                  f"kind::f8f6f4 with FP8 inputs are)")
+    scaled = kind in BS.KINDS and "block_scale" in p          # block-scaled kinds: judge.model.block_scale
+    if kind not in _KIND_K and not scaled:
+        raise Unsupported(ins.op, f"tcgen05.mma {kind or ''} is not modelled (kind::f16, kind::tf32, kind::f8f6f4 "
+                                  f"and the block-scaled kind::mxf8f6f4 / mxf4 / mxf4nvf4 are)")
     if "ws" in p or "sp" in p or any(x.startswith("collector") for x in p):
         raise Unsupported(ins.op, "tcgen05.mma.ws / .sp / collector usage")
     dop, aop, bop, iop = ins.args[:4]
     rest = ins.args[4:]
     if aop.kind == "addr":
         raise Unsupported(ins.op, "tcgen05.mma with A in tensor memory")
+    if scaled:                                                # [scale-A-tmem], [scale-B-tmem], enable-input-d
+        if len(rest) != 3:
+            raise Unsupported(ins.op, "a block-scaled tcgen05.mma with other operands than scale-A, scale-B, "
+                                      "enable-input-d")
+        sa_op, sb_op = (_reg(x) if x.kind == "addr" else x for x in rest[:2])
+        rest = rest[2:]
     if len(rest) != 1 or rest[0].kind == "vec":
         raise Unsupported(ins.op, "disable-output-lane and scale-input-d")
     eop = rest[0]
-    K = _KIND_K[kind]
+    K = BS.KINDS[kind] if scaled else _KIND_K[kind]
 
     def issue(ins, mask, full):
         tc = state(m)
@@ -394,12 +426,14 @@ def mma(m, ins):
         bd = np.broadcast_to(np.asarray(m.rd(bop, "b64", ins)), (m.n,)).astype(np.uint64)
         idv = _u32(m, iop, ins)
         en = np.broadcast_to(np.asarray(m.rd(eop, "pred", ins)), (m.n,))
+        if scaled:
+            sa_all, sb_all = _u32(m, sa_op, ins), _u32(m, sb_op, ins)
         issuers = len(lanes)
         for t in lanes:                                  # one MMA per executing thread, in lane order
             t = int(t)
             c = int(m.cta[t])
             cm = tc.cta[c]
-            f = decode_idesc(int(idv[t]), kind)
+            f = BS.decode_idesc(int(idv[t]), kind) if scaled else decode_idesc(int(idv[t]), kind)
             _check_idesc(m, ins, f, kind)
             Mr, N = f["m"], f["n"]
             a = int(daddr[t])
@@ -418,13 +452,16 @@ def mma(m, ins):
                                   "the next tile's tcgen05.mma")
             if why:
                 m.fail("tcgen05-mma-overwrite", ins, why)
-            A, wa = _operand(m, ins, t, c, int(ad[t]), Mr, K, f["a"], "A")
-            B, wb = _operand(m, ins, t, c, int(bd[t]), N, K, f["b"], "B")
+            A, wa = _operand(m, ins, t, c, int(ad[t]), Mr, *_geometry(kind, K, f["a"]), "A")
+            B, wb = _operand(m, ins, t, c, int(bd[t]), N, *_geometry(kind, K, f["b"]), "B")
             if f["neg_a"]:
                 A = -A
             if f["neg_b"]:
                 B = -B
-            prod = A @ B.T                                               # (M, N), exact in float64
+            if scaled:                                                   # (A * scale_A) (B * scale_B), per quarter
+                prod = _scaled_product(m, ins, t, c, cm, A, B, f, kind, K, int(sa_all[t]), int(sb_all[t]))
+            else:
+                prod = A @ B.T                                           # (M, N), exact in float64
             cols = np.arange(col, col + N)
             if bool(en[t]):
                 _stored_unwaited(m, ins, cm, np.arange(Mr), cols, f"the tcgen05.mma issued by {m.tdesc(t)}")
@@ -455,12 +492,93 @@ def mma(m, ins):
     return issue
 
 
+def _geometry(kind, K, fmt):
+    """(units along K, format) of an operand as _operand reads it: kind::mxf4 / mxf4nvf4 pack two FP4 per
+    byte (PTX ISA 9.7.16.10.4.6), so K elements span K / 2 bytes."""
+    if kind in ("kind::mxf4", "kind::mxf4nvf4"):
+        return K // 2, "e2m1x2"
+    return K, fmt
+
+
+def _scaled_product(m, ins, t, c, cm, A, B, f, kind, K, sa, sb):
+    """(A * scale_A) (B * scale_B)^T of a block-scaled MMA, float64 (M, N), with the scales read from tensor
+    memory at [scale-A-tmem] = sa and [scale-B-tmem] = sb (layout: judge.model.block_scale). Rows of D in
+    lane quarter q use the scales of B held in that quarter (PTX ISA 9.7.16.10.7: scales are duplicated to
+    all 32-lane partitions)."""
+    nx, q = BS.scale_vector(kind, ins.parts)
+    why = BS.scale_problem(kind, nx, f["stype"], f["sfa_id"], f["sfb_id"])
+    if why:
+        m.fail("tcgen05-scale-vec", ins, f"{m.tdesc(t)}'s tcgen05.mma.{kind[6:]}.block_scale{'.' + q if q else ''} "
+               f"at {m.where(ins)}: {why}")
+        raise checks.abort(m, "tcgen05-scale-vec", ins, "scale vector")
+    Mr, N = A.shape[0], B.shape[0]
+    reads = []
+    for addr, rows, what in ((sa, Mr, "scale-A"), (sb, N, "scale-B")):
+        col, lane = addr & 0xFFFF, addr >> 16
+        ncol = BS.scale_columns(rows)
+        if lane != 0:
+            m.fail("tcgen05-mma-address", ins, f"{m.tdesc(t)}'s tcgen05.mma at {m.where(ins)} reads [{what}-tmem] at "
+                   f"0x{addr:08x} (lane {lane}): the scales span lanes 0..127 (a copy in every 32-lane quarter), so "
+                   f"the lane field is 0")
+        if cm.allocation_of(col, col + ncol) is None:
+            _unallocated(m, ins, t, c, col, col + ncol, f"tcgen05.mma reads its {what} factors from")
+        _scales_ready(m, ins, t, c, cm, np.arange(col, col + ncol), what)
+        reads.append(col)
+    ca, cb = reads
+    blk = K // nx
+    sA = BS.scales_a(cm.future, ca, Mr, nx, f["sfa_id"], f["stype"])            # (M, nx)
+    As = A * np.repeat(sA, blk, axis=1)
+    prod = np.empty((Mr, N))
+    for qd in range(Mr // 32):
+        sB = BS.scales_b(cm.future, cb, N, nx, f["sfb_id"], f["stype"], qd)    # (N, nx) as quarter qd reads it
+        rows = slice(32 * qd, 32 * qd + 32)
+        prod[rows] = As[rows] @ (B * np.repeat(sB, blk, axis=1)).T
+    m.counts["tcgen05.mma.block_scaled"] += 1
+    return prod
+
+
+def _scales_ready(m, ins, t, c, cm, cols, what):
+    """The scale cells an MMA of thread t reads: written by a tcgen05.cp or MMA of t itself (the tensor core
+    runs a thread's tcgen05.cp and tcgen05.mma in issue order), or completed and observed (the commit's
+    mbarrier phase, then tcgen05.fence::after_thread_sync), or stored by tcgen05.st and waited for."""
+    tc = state(m)
+    busy = cols[cm.col_op[cols] >= 0]
+    for col in busy:
+        r = tc.ops[int(cm.col_op[col])]
+        if r.thread != t:
+            m.fail("tcgen05-scale-visibility", ins,
+                   f"{m.tdesc(t)}'s tcgen05.mma at {m.where(ins)} reads its {what} factors in tensor-memory column "
+                   f"{int(col)}, which the {'tcgen05.cp' if r.copy else 'tcgen05.mma'} issued by {m.tdesc(r.thread)} at "
+                   f"{m.where(m.k.code[r.pc])} is still writing: "
+                   + ("it was never committed" if not r.committed else "its commit's mbarrier arrival has not come")
+                   + ". Issue the copy from the MMA's thread (same-thread tcgen05 operations run in order), or "
+                     "commit it, wait on that mbarrier phase and execute tcgen05.fence::after_thread_sync")
+            return
+    vc = cm.col_done_vc[cols]
+    for j in np.nonzero(vc >= 0)[0]:
+        vcol, tdone = int(vc[j]), int(cm.col_done_t[cols[j]])
+        if m.VC[t, vcol] < tdone:
+            m.fail("tcgen05-scale-visibility", ins,
+                   f"{m.tdesc(t)}'s tcgen05.mma at {m.where(ins)} reads its {what} factors in column {int(cols[j])}, "
+                   f"written by another thread's tcgen05.cp whose commit's mbarrier phase {m.tdesc(t)} has not "
+                   f"observed: wait on it, then tcgen05.fence::after_thread_sync")
+            return
+        if tc.fence_after[t] < tdone:
+            m.fail("tcgen05-fence-after", ins,
+                   f"{m.tdesc(t)}'s tcgen05.mma at {m.where(ins)} reads its {what} factors in column {int(cols[j])} "
+                   f"with no tcgen05.fence::after_thread_sync after its wait on the commit that completed them")
+            return
+    _stored_unwaited(m, ins, cm, np.arange(TM.LANES), cols, f"the tcgen05.mma issued by {m.tdesc(t)} (its {what} factors)")
+
+
 def _reg(a):
     from judge.model.ptx import Operand
     return Operand("reg", name=a.name)
 
 
 def _check_idesc(m, ins, f, kind):
+    if f.get("bit31"):
+        raise Unsupported(ins.op, "instruction descriptor bit 31 of a block-scaled MMA (the K = 96 forms)")
     if f["sparse"]:
         raise Unsupported(ins.op, "sparse tcgen05.mma (instruction descriptor bit 2)")
     if f["mn_a"] or f["mn_b"]:
@@ -599,9 +717,9 @@ def ld(m, ins):
                 r = tc.ops[int(cm.col_op[busy[0]])]
                 m.fail("tcgen05-ld-in-flight", ins,
                        f"warp {w}{_blk(m, c)} reads tensor-memory column {int(busy[0])} with tcgen05.ld at "
-                       f"{m.where(ins)} while the tcgen05.mma issued by {m.tdesc(r.thread)} at "
-                       f"{m.where(m.k.code[r.pc])} may still be writing it: "
-                       + ("that MMA was never committed (tcgen05.commit)" if not r.committed else
+                       f"{m.where(ins)} while the {'tcgen05.cp' if r.copy else 'tcgen05.mma'} issued by "
+                       f"{m.tdesc(r.thread)} at {m.where(m.k.code[r.pc])} may still be writing it: "
+                       + ("it was never committed (tcgen05.commit)" if not r.committed else
                           "the mbarrier arrival of its tcgen05.commit has not come")
                        + ". Wait on the commit's mbarrier phase first")
             vc = cm.col_done_vc[cols]
@@ -741,4 +859,4 @@ def fence_after(m, ins):
 @op("tcgen05")
 def other(m, ins):
     """Any other tcgen05 instruction: Unsupported, never a verdict."""
-    raise Unsupported(ins.op, "this tcgen05 instruction is not modelled (tcgen05.cp, tcgen05.shift, ...)")
+    raise Unsupported(ins.op, "this tcgen05 instruction is not modelled (tcgen05.shift, ...)")
