@@ -3,7 +3,7 @@
 The notebook chapters/04_wgmma.ipynb and tests/chapters/test_ch04_kernels.py call these functions:
 
     import sys; sys.path.insert(0, "chapters/04_wgmma"); import ladder
-    [r["name"] for r in ladder.RUNGS]            # the eight rungs, in order
+    [r["name"] for r in ladder.RUNGS]            # the nine rungs, in order
     ladder.build_rung("TMA store + L2 order").sass      # any machine: NVRTC -> sm_90a -> SASS
     ladder.check_rung("persistent", 1000, 1032, 520)    # an H200: a judge.grading.compare.Comparison
     ladder.model_check("TMA store + L2 order", 256, 256, 200)   # any machine: the CPU model of the GPU
@@ -99,21 +99,26 @@ RUNGS: list[dict] = [
      "what": "swizzled smem + TMA store epilogue, grouped tile order, one wgmma group kept in flight",
      "defines": {}, "tile": (128, 256), "threads": 384, "stages": 4, "persistent": True,
      "cluster": 2, "box_b": 128, "tma_store": True},
+    {"name": "ping-pong", "file": "gemm_09_pingpong.cu", "kernel": "gemm_pingpong",
+     "what": "each consumer owns whole 64x256 tiles; ordered named barriers alternate the two consumers' "
+             "mainloops and epilogues, so one's epilogue runs under the other's wgmma",
+     "defines": {}, "tile": (64, 256), "threads": 384, "stages": 4, "persistent": True,
+     "cluster": 2, "box_b": 128, "tma_store": True, "epilogue_buffers": 2},
 ]
 _TOP_DEFINES = {"BN": 256, "BM": 128, "BK": 64, "STAGES": 4, "GROUP_M": 8}   # gemm_08's #ifndef block
 #: Measured beside the ladder, not rungs of it: the top rung with one thing taken away.
 VARIANTS: list[dict] = [
-    {**RUNGS[-1], "name": "TMA store + L2 order, no cluster",
+    {**RUNGS[7], "name": "TMA store + L2 order, no cluster",
      "what": "the top rung with clusters of 1: plain TMA loads of the whole B slice, no multicast",
      "defines": {"CLUSTER": 1}, "cluster": 1, "box_b": 256},
-    {**RUNGS[-1], "name": "TMA store + L2 order, row-major order",
+    {**RUNGS[7], "name": "TMA store + L2 order, row-major order",
      "what": "the top rung with GROUP_M 1: tiles walked row by row, as on rungs 5 to 7",
      "defines": {**_TOP_DEFINES, "GROUP_M": 1, "RELEASE_LAG": 1}},
-    {**RUNGS[-1], "name": "TMA store + L2 order, BK 32 x 8 stages",
+    {**RUNGS[7], "name": "TMA store + L2 order, BK 32 x 8 stages",
      "what": "the top rung with slices of 32 (64-byte rows, 64B swizzle) in 8 stages: the same bytes, "
              "freed in smaller steps, so more of the ring is loading at any time",
      "defines": {**_TOP_DEFINES, "BK": 32, "STAGES": 8, "RELEASE_LAG": 1}, "stages": 8, "bk": 32},
-    {**RUNGS[-1], "name": "TMA store + L2 order, release lag 0",
+    {**RUNGS[7], "name": "TMA store + L2 order, release lag 0",
      "what": "the top rung with wgmma.wait_group 0 before each release (no group kept in flight)",
      "defines": {**_TOP_DEFINES, "RELEASE_LAG": 0}},
 ]
@@ -142,7 +147,8 @@ def shared_bytes(r: dict) -> int:
     """Dynamic shared memory of a rung: the ring, the epilogue buffers, 1 KiB to align to 1024."""
     bm, bn = r["tile"]
     ring = r["stages"] * (bm + bn) * r.get("bk", BK) * 2
-    epilogue = (bm // 64) * 64 * 128 * 2 if r["tma_store"] else 0
+    # one 64 x 128 bf16 staging buffer per consumer warpgroup
+    epilogue = r.get("epilogue_buffers", bm // 64) * 64 * 128 * 2 if r["tma_store"] else 0
     return ring + epilogue + 1024
 
 
@@ -403,8 +409,90 @@ def measure_ladder(sizes=(4096, 8192), rungs=None, reps: int = 20) -> list[dict]
     return rows
 
 
-def timeline(n: int = 4096, reps: int = 20) -> dict:
-    """%globaltimer per stage of block 0 of the best rung (built with -DTIMELINE), and the cost.
+#: Transformer projections (M = tokens; N x K the weight of a layer): what the ladder meets outside
+#: cubes. Llama-3-8B (hidden 4096, 8 KV heads of 128, MLP 14336) and Llama-3-70B (hidden 8192, MLP 28672);
+#: "N several times K" (an up projection) and "K several times N" (a down projection).
+SHAPES: list[dict] = [
+    {"layer": "8B QKV projection", "M": 16384, "N": 6144, "K": 4096},
+    {"layer": "8B MLP up (gate or up)", "M": 8192, "N": 14336, "K": 4096},
+    {"layer": "8B MLP down", "M": 8192, "N": 4096, "K": 14336},
+    {"layer": "70B MLP up (gate and up fused)", "M": 4096, "N": 57344, "K": 8192},
+    {"layer": "70B MLP down", "M": 16384, "N": 8192, "K": 28672},
+]
+
+
+def shape_facts(r: dict, M: int, N: int, K: int, sms: int = 132) -> dict:
+    """What a rung's tiling makes of a shape: tiles, waves over the SMs, slices per tile."""
+    bm, bn = r["tile"]
+    tiles = -(-M // bm) * -(-N // bn)
+    waves = tiles / sms                           # one tile per SM at a time (clusters: the pair together)
+    return {"tiles": tiles, "waves": round(waves, 2), "last wave full": round(waves / math.ceil(waves), 3),
+            "k slices": -(-K // r.get("bk", BK))}
+
+
+def measure_shapes(shapes=None, rungs=(BEST, "ping-pong"), reps: int = 10) -> list[dict]:
+    """Each rung and cuBLAS bf16 on each transformer shape, in this one process, interleaved.
+
+    Per shape: fresh random inputs (two sets), then two rounds in opposite order (cuBLAS, rungs...,
+    rungs reversed, cuBLAS), each judge.gpu.timing.bench; a kernel's figure is the mean of its two
+    medians, so drift in clocks or heat during the shape counts against every kernel alike. Each
+    kernel's C after its timed runs is compared with float64 on a random sample of rows x columns.
+    Rows: {layer, M, N, K, rung, TFLOPS, "of cuBLAS", ms, spread, ok, rel_err, tiles, waves, ...}.
+    """
+    torch = _torch()
+    rows = []
+    for sh in shapes or SHAPES:
+        M, N, K = sh["M"], sh["N"], sh["K"]
+        seeds = [int.from_bytes(os.urandom(4), "little") for _ in range(2)]
+        sets = []
+        for s in seeds:
+            g = torch.Generator(device="cuda").manual_seed(s)
+            sets.append((torch.randn(M, K, device="cuda", generator=g).to(torch.bfloat16),
+                         torch.randn(N, K, device="cuda", generator=g).to(torch.bfloat16)))
+        c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+        flops = 2.0 * M * N * K
+        names = ["cuBLAS bf16 (torch)"] + list(rungs)
+        launches = {"cuBLAS bf16 (torch)": cublas_launcher()}
+        launches.update({n: launcher(n, M, N, K) for n in rungs})
+        ms = {n: [] for n in names}
+        spread = {n: [] for n in names}
+        checks = {}
+        for order in (names, names[::-1]):
+            for n in order:
+                c.fill_(float("nan"))
+                t = timing.bench(launches[n], [(a, b, c) for a, b in sets], flops=flops, reps=reps)
+                _sync()
+                ms[n].append(t.median_ms)
+                spread[n].append(t.spread)
+                if n not in checks:
+                    checks[n] = compare_output(c, *sets[(reps - 1) % 2], case=f"{n} {M}x{N}x{K} (after timing)",
+                                               seed=seeds[0])
+        base = float(np.mean(ms["cuBLAS bf16 (torch)"]))
+        for n in names:
+            m = float(np.mean(ms[n]))
+            row = {**sh, "rung": n, "TFLOPS": flops / m / 1e9, "of cuBLAS": base / m, "ms": m,
+                   "spread": float(max(spread[n])), "ok": bool(checks[n].ok), "rel_err": checks[n].rel_err}
+            if n != "cuBLAS bf16 (torch)":
+                row.update(shape_facts(rung(n), M, N, K))
+                row["grid"] = launches[n].grid[0]
+            rows.append(row)
+        del sets, c
+        torch.cuda.empty_cache()
+    return rows
+
+
+def shapes_table(rows) -> str:
+    out = [f"{'layer':32s} {'M':>6s} {'N':>6s} {'K':>6s} {'kernel':22s} {'TFLOPS':>7s} {'of cuBLAS':>9s} "
+           f"{'waves':>6s} {'ok':>3s}"]
+    for r in rows:
+        out.append(f"{r['layer']:32s} {r['M']:6d} {r['N']:6d} {r['K']:6d} {r['rung'][:22]:22s} {r['TFLOPS']:7.1f} "
+                   f"{r['of cuBLAS']:9.3f} {r.get('waves', ''):>6} {'yes' if r['ok'] else 'NO':>3s}")
+    return "\n".join(out)
+
+
+def timeline(n: int = 4096, reps: int = 20, name: str = BEST) -> dict:
+    """%globaltimer per stage of block 0 of a rung built with -DTIMELINE (the best rung unless named:
+    gemm_08 and gemm_09 record one), and the cost.
 
     Returns times in ns from the first mark: producer [(wait_start, issued)] per k-slice,
     consumers [[(wait_start, data_ready, released)] per k-slice] for each consumer, epilogues
@@ -416,8 +504,8 @@ def timeline(n: int = 4096, reps: int = 20) -> dict:
     sets = [_inputs(n, n, n, s) for s in seeds]
     c = _poisoned(n, n)
     buf = torch.zeros(TIMELINE_ROLES * TIMELINE_EVENTS * 4, device="cuda", dtype=torch.int64)
-    plain = launcher(BEST, n, n, n)
-    timed = launcher(BEST, n, n, n, build=build_rung(BEST, TIMELINE=None), timeline_buf=buf)
+    plain = launcher(name, n, n, n)
+    timed = launcher(name, n, n, n, build=build_rung(name, TIMELINE=None), timeline_buf=buf)
     flops = 2.0 * n ** 3
     # alternate the two builds so that clocks and heat treat them alike
     t_plain, t_timed = [], []
@@ -442,7 +530,7 @@ def timeline(n: int = 4096, reps: int = 20) -> dict:
         return [tuple(int(x - t0) for x in e[:cols]) for e in ev[keep]]
 
     ms_plain, ms_timed = float(np.median(t_plain)), float(np.median(t_timed))
-    return {"n": n, "producer": rel(0, 2), "consumers": [rel(1, 3), rel(2, 3)],
+    return {"n": n, "rung": name, "producer": rel(0, 2), "consumers": [rel(1, 3), rel(2, 3)],
             "epilogues": [rel(3, 2), rel(4, 2)], "ms_plain": ms_plain, "ms_timed": ms_timed,
             "cost": ms_timed / ms_plain - 1.0, "ok": bool(cmp.ok), "check": cmp.message or "ok"}
 

@@ -1,0 +1,128 @@
+"""Chapter 4 past rung 8, on an H200 in one call: the ping-pong rung (gemm_09_pingpong.cu) checked
+against float64 and timed against rung 8 and cuBLAS bf16 at 4096^3 and 8192^3, two ways of building
+it, the transformer-projection shapes (ladder.SHAPES), its %globaltimer timeline, and Nsight Compute
+counters of rung 9 (rung 8's are in the record). An exploration script: the figures the chapter shows come from the record
+run (python -m judge.record.hopper_run), which measures the same functions.
+
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py [--no-ncu]
+
+Logs and JSON go to $OUT (explore.json, explore.log); a short table is printed last.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path[:0] = [str(ROOT), str(HERE)]
+OUT = Path(os.environ.get("OUT", "."))
+TOP, PP = "TMA store + L2 order", "ping-pong"
+
+
+def say(*a):
+    print(*a, flush=True)
+
+
+def smi() -> str:
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks_throttle_reasons.active,temperature.gpu,"
+                               "power.draw", "--format=csv,noheader"], capture_output=True, text=True,
+                              timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"nvidia-smi: {e}"
+
+
+def main() -> int:
+    import ladder
+    res = {"smi": [smi()]}
+    t0 = time.time()
+    # 1. checks in a child process each (a hang costs one line): every shape of ladder.CHECK_SHAPES
+    checks = {}
+    for name in (PP,):
+        try:
+            p = subprocess.run([sys.executable, str(HERE / "ladder.py"), "check", name], capture_output=True,
+                               text=True, timeout=120, start_new_session=True)
+            say(p.stdout.rstrip() or p.stderr[-2000:])
+            checks[name] = "ok" if p.returncode == 0 and "WRONG" not in p.stdout else "FAILED"
+        except subprocess.TimeoutExpired:
+            checks[name] = "HANG"
+    res["checks"] = checks
+    say("checks", checks, f"{time.time() - t0:.0f}s")
+    if checks[PP] != "ok":
+        (OUT / "explore.json").write_text(json.dumps(res, indent=1))
+        return 1
+    # 2. variants of rung 9 measured beside it (this process only)
+    ladder.VARIANTS += [
+        {**ladder.rung(PP), "name": "ping-pong, no turns", "defines": {"TURNS": 0}},
+        {**ladder.rung(PP), "name": "ping-pong, GROUP_M 8",
+         "defines": {"BN": 256, "BM": 64, "BK": 64, "STAGES": 4, "GROUP_M": 8, "RELEASE_LAG": 1}},
+    ]
+    names = [TOP, PP, "ping-pong, no turns", "ping-pong, GROUP_M 8"]
+    res["ladder"] = ladder.measure_ladder(sizes=(4096, 8192), rungs=names, reps=20)
+    res["smi"].append(smi())
+    say(ladder.table(res["ladder"]), f"\n{time.time() - t0:.0f}s")
+    # the same again in the opposite order: drift shows as a difference between the two passes
+    res["ladder2"] = ladder.measure_ladder(sizes=(4096, 8192), rungs=names[::-1], reps=20)
+    res["smi"].append(smi())
+    say(ladder.table(res["ladder2"]), f"\n{time.time() - t0:.0f}s")
+    (OUT / "explore.json").write_text(json.dumps(res, indent=1))
+    # 3. transformer shapes
+    res["shapes"] = ladder.measure_shapes(rungs=(TOP, PP), reps=10)
+    res["smi"].append(smi())
+    say(ladder.shapes_table(res["shapes"]), f"\n{time.time() - t0:.0f}s")
+    (OUT / "explore.json").write_text(json.dumps(res, indent=1))
+    # 4. the ping-pong timeline
+    try:
+        tl = ladder.timeline(name=PP)
+        res["timeline"] = tl
+        say(f"timeline {PP}: cost {100 * tl['cost']:.2f} % ok {tl['ok']}; epilogues c1 {tl['epilogues'][0][:3]}"
+            f" c2 {tl['epilogues'][1][:3]}")
+    except Exception as e:  # noqa: BLE001 - report and go on
+        res["timeline"] = f"{type(e).__name__}: {e}"
+        say("timeline failed", res["timeline"])
+    (OUT / "explore.json").write_text(json.dumps(res, indent=1))
+    # 5. counters (a child under ncu per kernel)
+    if "--no-ncu" not in sys.argv:
+        try:
+            p = subprocess.run([sys.executable, "-m", "judge.record.counters", "--only",
+                                "ch04.ping_pong", "--out", str(OUT / "ncu"),
+                                "--timeout", "90"], capture_output=True, text=True, timeout=330, cwd=ROOT,
+                               start_new_session=True)
+            say(p.stdout[-3000:], p.stderr[-1500:])
+        except subprocess.TimeoutExpired as e:
+            say("ncu pass timed out", (e.stdout or b"")[-1500:])
+    # 6. does this torch take block-wise scales in _scaled_mm (1 x 128 for A, 128 x 128 for B)?
+    try:
+        import torch
+        M = N = K = 512
+        a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn)
+        sa = torch.rand(M, K // 128, device="cuda") + 0.5
+        sb = torch.rand(N // 128, K // 128, device="cuda") + 0.5
+        tries = {}
+        for label, (x, y) in {"A (M, K/128), B (N/128, K/128)": (sa, sb),
+                              "A col-major (M, K/128), B^T (K/128, N/128)": (sa.t().contiguous().t(), sb.t())}.items():
+            try:
+                out = torch._scaled_mm(a, b.t(), scale_a=x, scale_b=y, out_dtype=torch.bfloat16)
+                torch.cuda.synchronize()
+                tries[label] = f"ok {tuple(out.shape)}"
+            except Exception as e:  # noqa: BLE001 - the answer is the message
+                tries[label] = f"{type(e).__name__}: {str(e)[:200]}"
+        res["blockwise_scaled_mm"] = {"torch": torch.__version__, **tries}
+    except Exception as e:  # noqa: BLE001
+        res["blockwise_scaled_mm"] = f"{type(e).__name__}: {e}"
+    say("blockwise _scaled_mm:", res["blockwise_scaled_mm"])
+    (OUT / "explore.json").write_text(json.dumps(res, indent=1))
+    say(f"total {time.time() - t0:.0f}s; smi {res['smi']}")
+    say(ladder.table(res["ladder"]))
+    say(ladder.shapes_table(res["shapes"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
