@@ -37,8 +37,43 @@ def smi() -> str:
         return f"nvidia-smi: {e}"
 
 
+def add_variants(ladder):
+    ladder.VARIANTS += [
+        {**ladder.rung(PP), "name": "ping-pong, no turns", "defines": {"TURNS": 0}},
+        {**ladder.rung(PP), "name": "ping-pong, GROUP_M 8",
+         "defines": {"BN": 256, "BM": 64, "BK": 64, "STAGES": 4, "GROUP_M": 8, "RELEASE_LAG": 1}},
+    ]
+
+
+def stress(name: str, n: int, launches: int = 20) -> int:
+    """Child: `launches` launches of one kernel at n^3, synchronized one by one, then a float64 check."""
+    import ladder
+    import torch
+    add_variants(ladder)
+    sets = [ladder._inputs(n, n, n, int.from_bytes(os.urandom(4), "little")) for _ in range(2)]
+    c = ladder._poisoned(n, n)
+    launch = ladder.launcher(name, n, n, n)
+    for i in range(launches):
+        launch(*sets[i % 2], c)
+        torch.cuda.synchronize()
+    cmp = ladder.compare_output(c, *sets[(launches - 1) % 2], case=f"{name} n={n} after {launches} launches")
+    say(f"STRESS {name} n={n}: {launches} launches, grid {launch.grid}, {'ok' if cmp.ok else 'WRONG ' + cmp.message}")
+    return 0 if cmp.ok else 1
+
+
+def child(args, timeout):
+    try:
+        p = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout,
+                           start_new_session=True)
+        return p.returncode, (p.stdout + p.stderr[-1500:] if p.returncode else p.stdout)
+    except subprocess.TimeoutExpired as e:
+        return "HANG", str(e.stdout or "")[-1500:]
+
+
 def main() -> int:
     import ladder
+    if sys.argv[1:2] == ["stress"]:
+        return stress(sys.argv[2], int(sys.argv[3]))
     res = {"smi": [smi()]}
     t0 = time.time()
     # 1. checks in a child process each (a hang costs one line): every shape of ladder.CHECK_SHAPES
@@ -56,13 +91,25 @@ def main() -> int:
     if checks[PP] != "ok":
         (OUT / "explore.json").write_text(json.dumps(res, indent=1))
         return 1
-    # 2. variants of rung 9 measured beside it (this process only)
-    ladder.VARIANTS += [
-        {**ladder.rung(PP), "name": "ping-pong, no turns", "defines": {"TURNS": 0}},
-        {**ladder.rung(PP), "name": "ping-pong, GROUP_M 8",
-         "defines": {"BN": 256, "BM": 64, "BK": 64, "STAGES": 4, "GROUP_M": 8, "RELEASE_LAG": 1}},
-    ]
-    names = [TOP, PP, "ping-pong, no turns", "ping-pong, GROUP_M 8"]
+    # 2. repeated launches of each kernel, a child each: which of them survive back-to-back launches
+    add_variants(ladder)
+    names = []
+    for name in [TOP, PP, "ping-pong, no turns", "ping-pong, GROUP_M 8"]:
+        rc, out = child(["stress", name, "4096"], 90)
+        say(out.strip()[-1200:])
+        if rc == 0:
+            names.append(name)
+    res["stress"] = names
+    if PP not in names:
+        # the compute-sanitizer names the fault, where there is one
+        try:
+            p = subprocess.run(["compute-sanitizer", "--tool", "memcheck", "--print-limit", "5", sys.executable,
+                                __file__, "stress", PP, "1024"], capture_output=True, text=True, timeout=120,
+                               start_new_session=True)
+            say("SANITIZER", p.stdout[-3000:], p.stderr[-1000:])
+        except (OSError, subprocess.SubprocessError) as e:
+            say("sanitizer:", e)
+    say("survive repeated launches:", names, f"{time.time() - t0:.0f}s")
     res["ladder"] = ladder.measure_ladder(sizes=(4096, 8192), rungs=names, reps=20)
     res["smi"].append(smi())
     say(ladder.table(res["ladder"]), f"\n{time.time() - t0:.0f}s")
@@ -72,12 +119,13 @@ def main() -> int:
     say(ladder.table(res["ladder2"]), f"\n{time.time() - t0:.0f}s")
     (OUT / "explore.json").write_text(json.dumps(res, indent=1))
     # 3. transformer shapes
-    res["shapes"] = ladder.measure_shapes(rungs=(TOP, PP), reps=10)
+    res["shapes"] = ladder.measure_shapes(rungs=[n for n in (TOP, PP) if n in names], reps=10)
     res["smi"].append(smi())
     say(ladder.shapes_table(res["shapes"]), f"\n{time.time() - t0:.0f}s")
     (OUT / "explore.json").write_text(json.dumps(res, indent=1))
     # 4. the ping-pong timeline
     try:
+        assert PP in names, "ping-pong failed its repeated launches"
         tl = ladder.timeline(name=PP)
         res["timeline"] = tl
         say(f"timeline {PP}: cost {100 * tl['cost']:.2f} % ok {tl['ok']}; epilogues c1 {tl['epilogues'][0][:3]}"
