@@ -663,6 +663,12 @@ CLAIMS: list[tuple] = [
      "shared-memory stores now show as {c[smem bank conflicts]:.3g} bank conflicts and an mio_throttle stall",
      lambda c, p: (c["tensor pipe %"] > p["tensor pipe %"] + 3 and _ratio(c, p, "DRAM bytes") < 1
                    and _stall(c, "mio_throttle") > 0)),
+    ("ping-pong", "TMA store + L2 order",
+     "each consumer owns a 64x256 tile instead of sharing a 128x256 one, so every loaded slice feeds half "
+     "the math: TMA load bytes {r_tma:.2f}x, L2 bytes {mb_p} -> {mb_c} ({r_l2:.2f}x); the epilogue is hidden, "
+     "but one warpgroup's wgmma stream keeps the tensor pipe busy {c[tensor pipe %]:.0f} % of the time "
+     "(was {p[tensor pipe %]:.0f} %), top stall {top_c}",
+     lambda c, p: _ratio(c, p, "TMA load bytes") > 1.4 and c["tensor pipe %"] < p["tensor pipe %"]),
     # the variants: the top rung with one thing taken away, compared with the top rung
     ("TMA store + L2 order, no cluster", "TMA store + L2 order",
      "without multicast, L2 bytes {mb_p} -> {mb_c} ({r_l2:.2f}x) and DRAM bytes {r_dram:.2f}x; tensor pipe "
@@ -811,6 +817,40 @@ def draw_counters(counters: dict | None, names=None):
     ax2.set_xlabel("warps stalled per issued instruction (top 4 reasons per kernel)")
     ax2.legend(fontsize=7, loc="lower right")
     fig.suptitle("Nsight Compute on the H200, 4096³, one profiled launch per kernel (counters, not times)", fontsize=10)
+    return fig
+
+
+def pingpong_spans(tl: dict) -> dict:
+    """From a ping-pong timeline (timeline(name="ping-pong")): per consumer, [(tile, mainloop start, mainloop
+    end, epilogue start, epilogue end)] in µs, a mainloop from its first slice's data to its last release."""
+    out = {}
+    for c, (cons, epi) in enumerate(zip(tl["consumers"], tl["epilogues"])):
+        spans = []
+        per = len(cons) // max(1, len(epi))            # slices per tile (every tile has the same K)
+        for q, e in enumerate(epi):
+            sl = cons[q * per:(q + 1) * per]
+            if not sl or e[0] == 0:
+                continue
+            spans.append((q, sl[0][1] / 1e3, sl[-1][2] / 1e3, e[0] / 1e3, e[1] / 1e3))
+        out[f"consumer {c}"] = spans
+    return out
+
+
+def draw_pingpong(tl: dict, tiles: int = 6):
+    """Mainloops and epilogues of both consumers of block 0 on one time axis (a matplotlib Figure)."""
+    from matplotlib.figure import Figure
+    spans = pingpong_spans(tl)
+    fig = Figure(figsize=(12, 2.4), layout="constrained")
+    ax = fig.subplots()
+    t0 = min(s[1] for v in spans.values() for s in v[:tiles]) if any(spans.values()) else 0.0
+    for y, (who, v) in enumerate(spans.items()):
+        for q, m0, m1, e0, e1 in v[:tiles]:
+            ax.barh(y, m1 - m0, left=m0 - t0, color="#4c72b0", edgecolor="white")
+            ax.barh(y, e1 - e0, left=e0 - t0, color="#dd8452", edgecolor="white")
+            ax.text((m0 + m1) / 2 - t0, y, f"tile {q}", ha="center", va="center", color="white", fontsize=7)
+    ax.set_yticks(range(len(spans)), list(spans))
+    ax.set_xlabel("µs (blue: mainloop, first slice's data to last release; orange: epilogue)")
+    ax.set_title(f"ping-pong, block 0, n = {tl['n']}: the consumers take turns", fontsize=10)
     return fig
 
 
