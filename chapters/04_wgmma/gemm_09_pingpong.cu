@@ -8,11 +8,12 @@
 //   warpgroup 0  producer: one thread walks the block's tiles in order q = 0, 1, 2, ... and loads
 //                every K-slice of each into one STAGES-deep ring; setmaxnreg 40 gives registers away.
 //   warpgroups 1, 2  consumers (setmaxnreg 232): consumer c computes the tiles q = c, c + 2, ...:
-//                64 rows x 256 columns each (m64n256k16, 128 fp32 accumulators per thread).
+//                64 rows x 256 columns each (m64n256k16, 128 fp32 accumulators per thread), or with
+//                BM 128 BN 128, 128 x 128 (two m64n128k16 per k-step, also 128 accumulators).
 //   The ring holds the slices of tile q, then of tile q + 1, ...: a consumer finds its slices at
 //   ring positions q * k_tiles + kt, and the slots of one tile are released by its one consumer.
-//   The two blocks of a cluster compute rows m0 and m0 + 64 of the same 256 columns: each loads half
-//   of the B slice (128 rows of B) and multicasts it to both, as on rungs 7 and 8.
+//   The CLUSTER blocks of a cluster compute rows m0, m0 + BM, ... of the same BN columns: each loads
+//   1 / CLUSTER of the B slice and multicasts it to all, as on rungs 7 and 8 (there CLUSTER = 2).
 // Ordered named barriers (bar.sync id, 256 / bar.arrive id, 256: the 128 threads of one warpgroup
 // wait, the 128 of the other arrive) give the turns:
 //   MAINLOOP: consumer c issues tile q's wgmma only after the other consumer has issued all of tile
@@ -28,14 +29,15 @@
 #include "wgmma.cuh"
 
 #ifndef BN
-#define BN 256          // columns per tile (one m64n256k16 per k-step)
-#define BM 64           // rows per tile: ONE consumer warpgroup's 64 rows
+#define BN 256          // columns per tile (m64n256k16; 128: m64n128k16)
+#define BM 64           // rows per tile, all ONE consumer warpgroup's: 64, or 128 (two m64 wgmma per k-step)
 #define BK 64           // K per slice: 64 bf16 = 128-byte rows, 128B swizzle
 #define STAGES 4        // 4 x 40 KiB ring + 2 x 16 KiB epilogue buffers = 192 KiB of 227
 #define GROUP_M 16      // cluster tile-rows walked together (L2 reuse of B): 16 x 128 rows
 #define RELEASE_LAG 1   // wgmma groups a consumer leaves in flight before releasing a slot
 #endif
 #define CONSUMERS 2
+#define MH (BM / 64)    // m64 fragments per tile: a consumer holds MH x BN / 2 fp32 accumulators
 #define THREADS (128 * (CONSUMERS + 1))
 #ifndef CLUSTER
 #define CLUSTER 2       // blocks sharing B by multicast (1: no cluster, plain TMA loads)
@@ -95,7 +97,7 @@ gemm_pingpong(const __grid_constant__ TensorMap mapA, const __grid_constant__ Te
   constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, B_HALF = B_BYTES / CLUSTER;
   constexpr int C_BYTES = 64 * 128 * 2;            // one consumer's half tile: 64 x 128 bf16
   unsigned char* sA = base;
-  unsigned char* sB = sA + STAGES * A_BYTES;       // A_BYTES = 8 KiB keeps every B slot 1024-aligned
+  unsigned char* sB = sA + STAGES * A_BYTES;       // A_BYTES (8 or 16 KiB) keeps every B slot 1024-aligned
   unsigned char* sC = sB + STAGES * B_BYTES;       // CONSUMERS x C_BYTES, 1024-aligned
   __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
 
@@ -147,14 +149,16 @@ gemm_pingpong(const __grid_constant__ TensorMap mapA, const __grid_constant__ Te
     const int c = wg_index - 1;
     const int t128 = threadIdx.x % 128, w = t128 / 32, l = t128 % 32;
     unsigned char* myC = sC + c * C_BYTES;
-    float acc[BN / 2];
+    float acc[MH][BN / 2];
     for (int q = c; q < my_tiles; q += CONSUMERS) {
       int tm, tn;
       tile_coords(cluster_id + q * clusters, tiles_m, tiles_n, tm, tn);
       const int m0 = tm * (CLUSTER * BM) + rank * BM, n0 = tn * BN;
       int it = q * k_tiles;                          // where tile q's slices sit in the ring
 #pragma unroll
-      for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+      for (int f = 0; f < MH; ++f)
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) acc[f][i] = 0.f;
       if (q > 0) turn_wait(BAR_MAIN + c);            // tile q - 1's wgmma are all issued
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = it % STAGES, round = it / STAGES;
@@ -164,8 +168,10 @@ gemm_pingpong(const __grid_constant__ TensorMap mapA, const __grid_constant__ Te
         wg::fence();
 #pragma unroll
         for (int k = 0; k < BK / 16; ++k)
-          wg::mma_k16(acc, wg::desc_kmajor<BK * 2>(sA + s * A_BYTES + k * 32),
-                      wg::desc_kmajor<BK * 2>(sB + s * B_BYTES + k * 32), 1);
+#pragma unroll
+          for (int f = 0; f < MH; ++f)              // rows 64 f .. 64 f + 63 of the tile, the same B
+            wg::mma_k16(acc[f], wg::desc_kmajor<BK * 2>(sA + s * A_BYTES + f * 64 * BK * 2 + k * 32),
+                        wg::desc_kmajor<BK * 2>(sB + s * B_BYTES + k * 32), 1);
         wg::commit();
         // Release a slot only when the wgmma that read it have finished.
         wg::wait<RELEASE_LAG>();
@@ -180,17 +186,18 @@ gemm_pingpong(const __grid_constant__ TensorMap mapA, const __grid_constant__ Te
           if (k_tiles >= lag)
             release(&empty[(it - lag) % STAGES]);
 
-      // Epilogue (as on rung 8): 64 x 256 fp32 -> bf16 -> shared (two halves of 64 x 128) -> TMA
-      // store; it runs while the other consumer's wgmma run.
+      // Epilogue (as on rung 8): BM x BN fp32 -> bf16 -> shared, 64 x 128 at a time -> TMA store;
+      // it runs while the other consumer's wgmma run.
       if (q > 0) turn_wait(BAR_EPI + c);
       TL_MARK(3 + c, q, 0);
 #pragma unroll
-      for (int h = 0; h < BN / 128; ++h) {
+      for (int part = 0; part < MH * (BN / 128); ++part) {
+        const int f = part / (BN / 128), h = part % (BN / 128);
         if (t128 == 0) tma::wait_read<0>();          // the previous store has read myC
         wg::named_sync(1 + c, 128);
 #pragma unroll
         for (int j = 0; j < 16; ++j) {               // 16 chunks of 8 columns
-          const float* d = &acc[(h * 16 + j) * 4];
+          const float* d = &acc[f][(h * 16 + j) * 4];
 #pragma unroll
           for (int hr = 0; hr < 2; ++hr) {
             const int row = 16 * w + l / 4 + 8 * hr;
@@ -205,8 +212,8 @@ gemm_pingpong(const __grid_constant__ TensorMap mapA, const __grid_constant__ Te
         tma::fence_proxy_async();
         wg::named_sync(1 + c, 128);
         if (t128 == 0) {
-          tma::store_2d(&mapC, n0 + h * 128, m0, myC);
-          tma::store_2d(&mapC, n0 + h * 128 + 64, m0, myC + 8192);
+          tma::store_2d(&mapC, n0 + h * 128, m0 + f * 64, myC);
+          tma::store_2d(&mapC, n0 + h * 128 + 64, m0 + f * 64, myC + 8192);
           tma::commit();
         }
       }
