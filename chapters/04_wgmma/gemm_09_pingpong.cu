@@ -8,8 +8,12 @@
 //   warpgroup 0  producer: one thread walks the block's tiles in order q = 0, 1, 2, ... and loads
 //                every K-slice of each into one STAGES-deep ring; setmaxnreg 40 gives registers away.
 //   warpgroups 1, 2  consumers (setmaxnreg 232): consumer c computes the tiles q = c, c + 2, ...:
-//                64 rows x 256 columns each (m64n256k16, 128 fp32 accumulators per thread), or with
-//                BM 128 BN 128, 128 x 128 (two m64n128k16 per k-step, also 128 accumulators).
+//                128 x 128 each (two m64n128k16 per k-step, 128 fp32 accumulators per thread), or
+//                with BM 64 BN 256, 64 x 256 (one m64n256k16, also 128 accumulators).
+//   RULE of the register file: one warpgroup can hold 64 x 256 or 128 x 128 fp32 accumulators in
+//   232 registers a thread, not 128 x 256. A ping-pong tile is half of rung 8's 128 x 256 (which two
+//   warpgroups share), so each loaded byte feeds half the math: per MAC, TMA brings 2 (1/BM + 1/BN)
+//   bytes: 0.031 at 128 x 128, 0.039 at 64 x 256, 0.023 on rung 8.
 //   The ring holds the slices of tile q, then of tile q + 1, ...: a consumer finds its slices at
 //   ring positions q * k_tiles + kt, and the slots of one tile are released by its one consumer.
 //   The CLUSTER blocks of a cluster compute rows m0, m0 + BM, ... of the same BN columns: each loads
@@ -29,10 +33,10 @@
 #include "wgmma.cuh"
 
 #ifndef BN
-#define BN 256          // columns per tile (m64n256k16; 128: m64n128k16)
-#define BM 64           // rows per tile, all ONE consumer warpgroup's: 64, or 128 (two m64 wgmma per k-step)
+#define BN 128          // columns per tile (m64n128k16; 256: m64n256k16)
+#define BM 128          // rows per tile, all ONE consumer warpgroup's: two m64 wgmma per k-step (or 64: one)
 #define BK 64           // K per slice: 64 bf16 = 128-byte rows, 128B swizzle
-#define STAGES 4        // 4 x 40 KiB ring + 2 x 16 KiB epilogue buffers = 192 KiB of 227
+#define STAGES 6        // 6 x 32 KiB ring + 2 x 16 KiB epilogue buffers = 224 KiB of 227 (64 x 256: 4 x 40)
 #define GROUP_M 16      // cluster tile-rows walked together (L2 reuse of B): 16 x 128 rows
 #define RELEASE_LAG 1   // wgmma groups a consumer leaves in flight before releasing a slot
 #endif

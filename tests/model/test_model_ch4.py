@@ -162,7 +162,7 @@ def test_a_ping_pong_consumer_that_gives_the_turn_to_itself_hangs_and_one_that_g
         "      wg::wait<0>();                                 // the tile's last groups\n"
         "      if (q + 1 < my_tiles) turn_give(BAR_MAIN + 1 - c);\n")
     assert late.count("turn_give(BAR_MAIN + 1 - c)") == 1 and late != src
-    for M in (384, 640):                        # 3 and 5 tiles: the first consumer has the last tile
-        C, ref, rep = run_rung("ping-pong", M=M, b=build.compile(late, name="gemm_09_late_turn.cu"))
+    for M in (640, 1152):                       # 3 and 5 tiles: the first consumer has the last tile
+        C, ref, rep = run_rung("ping-pong", M=M, N=128, b=build.compile(late, name="gemm_09_late_turn.cu"))
         assert bf16_ok(C, ref)
         assert rep.counts["bar.arrive"] > 0
