@@ -5,6 +5,7 @@ counters of rung 9 (rung 8's are in the record). An exploration script: the figu
 run (python -m judge.record.hopper_run), which measures the same functions.
 
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py [--no-ncu]
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round2
 
 Logs and JSON go to $OUT (explore.json, explore.log); a short table is printed last.
 """
@@ -82,10 +83,51 @@ def child(args, timeout):
         return "HANG", str(e.stdout or "")[-1500:]
 
 
+SHORT_K = [{"layer": "short K (512)", "M": 8192, "N": 8192, "K": 512},
+           {"layer": "short K (1024)", "M": 8192, "N": 8192, "K": 1024},
+           {"layer": "cube 4096, again", "M": 4096, "N": 4096, "K": 4096}]
+
+
+def round2() -> int:
+    """The second call: rung 9 as it now builds (128 x 128 tiles) launched repeatedly and checked, rungs 8
+    and 9 on short-K shapes (where an epilogue is a larger share of a tile), and FP8 with fine-grained
+    scales against torch._scaled_mm's block-wise path (chapters/05_blackwell/fp8.py fine_vs_blockwise)."""
+    import ladder
+    t0 = time.time()
+    res = {"smi": [smi()]}
+    rc, out = child(["stress", PP, "4096"], 120)
+    say(out.strip()[-1500:])
+    res["stress"] = rc
+    if rc == 0:
+        res["short_k"] = ladder.measure_shapes(SHORT_K, rungs=(TOP, PP), reps=20)
+        say(ladder.shapes_table(res["short_k"]), f"\n{time.time() - t0:.0f}s")
+    (OUT / "round2.json").write_text(json.dumps(res, indent=1, default=str))
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    try:
+        res["fine"] = fp8.fine_vs_blockwise()
+        for r in res["fine"]["accuracy"]:
+            say(f"ACC {r['M']}x{r['N']}x{r['K']} {r['path']:40s} rel {r['rel_err']:.3e} ok {r['ok']}")
+        for r in res["fine"]["speed"]:
+            say(f"FP8 n={r['n']} {r['path']:40s} {r['TFLOPS']:7.1f} TFLOPS, {r['ms']:.4f} ms "
+                f"(p10 {r['p10_ms']:.4f} p90 {r['p90_ms']:.4f}), of block-wise {r['of _scaled_mm block-wise']}")
+        say("clock", [c.get("samples") for c in res["fine"]["clock"]], res["fine"].get("blockwise_error", ""))
+    except Exception as e:  # noqa: BLE001 - report and go on
+        import traceback
+        res["fine"] = f"{type(e).__name__}: {e}"
+        say("FP8 fine failed:", traceback.format_exc()[-2000:])
+    res["smi"].append(smi())
+    (OUT / "round2.json").write_text(json.dumps(res, indent=1, default=str))
+    say(f"total {time.time() - t0:.0f}s; smi {res['smi']}")
+    return 0
+
+
 def main() -> int:
     import ladder
     if sys.argv[1:2] == ["stress"]:
         return stress(sys.argv[2], int(sys.argv[3]))
+    if sys.argv[1:2] == ["round2"]:
+        return round2()
     if sys.argv[1:2] == ["once"]:                 # one checked launch at 4096^3 (what ncu profiles)
         add_variants(ladder)
         cmp = ladder.check_rung(sys.argv[2], 4096, 4096, 4096)
