@@ -831,7 +831,8 @@ def draw_counters(counters: dict | None, names=None):
 
 def pingpong_spans(tl: dict) -> dict:
     """From a ping-pong timeline (timeline(name="ping-pong")): per consumer, [(tile, mainloop start, mainloop
-    end, epilogue start, epilogue end)] in µs, a mainloop from its first slice's data to its last release."""
+    end, epilogue start, epilogue end)] in µs, a mainloop from its first slice's data to its last release
+    (the timeline's times are ns from block 0's first mark)."""
     out = {}
     for c, (cons, epi) in enumerate(zip(tl["consumers"], tl["epilogues"])):
         spans = []
@@ -840,15 +841,35 @@ def pingpong_spans(tl: dict) -> dict:
             sl = cons[q * per:(q + 1) * per]
             if not sl or e[0] == 0:
                 continue
-            spans.append((q, sl[0][1] / 1e3, sl[-1][2] / 1e3, e[0] / 1e3, e[1] / 1e3))
+            # the block's tile number: consumer c computes tiles c, c + 2, ...
+            spans.append((2 * q + c, sl[0][1] / 1e3, sl[-1][2] / 1e3, e[0] / 1e3, e[1] / 1e3))
         out[f"consumer {c}"] = spans
     return out
 
 
-def draw_pingpong(tl: dict, tiles: int = 6):
-    """Mainloops and epilogues of both consumers of block 0 on one time axis (a matplotlib Figure)."""
+def pingpong_overlap(spans: dict) -> list[dict]:
+    """Per consumer: the share of its epilogue time during which the other consumer was in a mainloop
+    (1.0: every epilogue ran entirely under the other's wgmma), and the median epilogue and mainloop in µs."""
+    out = []
+    names = list(spans)
+    for who in names:
+        other = [s for k in names if k != who for s in spans[k]]
+        epi = [(e0, e1) for _, _, _, e0, e1 in spans[who]]
+        covered = sum(max(0.0, min(e1, m1) - max(e0, m0)) for e0, e1 in epi for _, m0, m1, _, _ in other)
+        total = sum(e1 - e0 for e0, e1 in epi)
+        out.append({"consumer": who, "tiles": len(epi), "epilogue µs (median)":
+                    float(np.median([e1 - e0 for e0, e1 in epi])) if epi else float("nan"),
+                    "mainloop µs (median)": float(np.median([m1 - m0 for _, m0, m1, _, _ in spans[who]]))
+                    if epi else float("nan"),
+                    "epilogue under the other's mainloop": covered / total if total else float("nan")})
+    return out
+
+
+def draw_pingpong(rec: dict, tiles: int = 6):
+    """Mainloops and epilogues of both consumers of block 0 on one time axis, from a record holding
+    "spans" (pingpong_spans) and "n": a matplotlib Figure."""
     from matplotlib.figure import Figure
-    spans = pingpong_spans(tl)
+    spans = rec["spans"]
     fig = Figure(figsize=(12, 2.4), layout="constrained")
     ax = fig.subplots()
     t0 = min(s[1] for v in spans.values() for s in v[:tiles]) if any(spans.values()) else 0.0
@@ -859,7 +880,7 @@ def draw_pingpong(tl: dict, tiles: int = 6):
             ax.text((m0 + m1) / 2 - t0, y, f"tile {q}", ha="center", va="center", color="white", fontsize=7)
     ax.set_yticks(range(len(spans)), list(spans))
     ax.set_xlabel("µs (blue: mainloop, first slice's data to last release; orange: epilogue)")
-    ax.set_title(f"ping-pong, block 0, n = {tl['n']}: the consumers take turns", fontsize=10)
+    ax.set_title(f"ping-pong, block 0, n = {rec['n']}: the consumers take turns", fontsize=10)
     return fig
 
 
