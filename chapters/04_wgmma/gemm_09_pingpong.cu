@@ -26,6 +26,16 @@
 //   A consumer waits for its turn only if there was a tile before it (q > 0) and signals only if a
 //   tile follows (q + 1 < the block's tile count): every arrival is matched by a wait, and no named
 //   barrier is left half-arrived when the block exits.
+//   RULE (PTX ISA, mbarrier.try_wait.parity): a wait names a phase by its parity alone. A wait for
+//   phase t is right while the barrier is in phase t (it waits) or later than t by one (it passes);
+//   while the barrier is still in phase t - 1 the parity test passes too, wrongly. The MAINLOOP turn
+//   rules that out: consumer c starts waiting for tile q's slices only after the other consumer has
+//   waited for all of tile q - 1's, so every slot it waits on has completed the phase before its own.
+//   Without the turn, consumer 1 waits for ring position k_tiles at launch: with k_tiles >= STAGES
+//   that slot is a phase or more behind, the wait passes at once, and consumer 1 computes on a slot
+//   that holds tile 0's slice (or nothing yet) and releases it. Built that way the kernel faulted on
+//   the H200 ("unspecified launch failure") and the CPU model ends it as a HANG
+//   (tests/model/test_model_ch4.py).
 // Build with -DTIMELINE to record %globaltimer per stage for the producer and both consumers of
 // block 0 into `timeline` (ladder.timeline("ping-pong") reads it); without it `timeline` is unused.
 // Run: chapters/04_wgmma/ladder.py (build_rung("ping-pong"), check_rung, measure_ladder).
@@ -45,9 +55,6 @@
 #define THREADS (128 * (CONSUMERS + 1))
 #ifndef CLUSTER
 #define CLUSTER 2       // blocks sharing B by multicast (1: no cluster, plain TMA loads)
-#endif
-#ifndef TURNS
-#define TURNS 1         // 0: no ordered turns (the ring alone orders the slices; measured beside it)
 #endif
 #define BAR_MAIN 3      // named barriers 3, 4: consumer c's turn to issue a mainloop
 #define BAR_EPI 5       // named barriers 5, 6: consumer c's turn to run an epilogue
@@ -86,10 +93,10 @@ __device__ __forceinline__ void release(unsigned long long* empty_slot) {
 // bar.arrive (and go on); count is a multiple of 32, the same in every thread that uses the id.
 // The waiting warpgroup's 128 threads plus the signalling warpgroup's 128 make the 256.
 __device__ __forceinline__ void turn_wait(int id) {
-  if (TURNS) asm volatile("bar.sync %0, 256;" :: "r"(id) : "memory");
+  asm volatile("bar.sync %0, 256;" :: "r"(id) : "memory");
 }
 __device__ __forceinline__ void turn_give(int id) {
-  if (TURNS) asm volatile("bar.arrive %0, 256;" :: "r"(id) : "memory");
+  asm volatile("bar.arrive %0, 256;" :: "r"(id) : "memory");
 }
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)

@@ -166,3 +166,20 @@ def test_a_ping_pong_consumer_that_gives_the_turn_to_itself_hangs_and_one_that_g
         C, ref, rep = run_rung("ping-pong", M=M, N=128, b=build.compile(late, name="gemm_09_late_turn.cu"))
         assert bf16_ok(C, ref)
         assert rep.counts["bar.arrive"] > 0
+
+
+def test_a_ping_pong_without_the_mainloop_turn_is_caught():
+    # Without its turn, consumer 1 waits for ring position k_tiles at launch: with k_tiles >= STAGES that
+    # slot is still a phase behind, the parity wait passes at once, and it works on a slot that is not its
+    # own (PTX ISA, mbarrier.try_wait.parity). On the H200 this build faulted; the model must not pass it.
+    src = (CH4 / "gemm_09_pingpong.cu").read_text()
+    old = "      if (q > 0) turn_wait(BAR_MAIN + c);            // tile q - 1's wgmma are all issued\n"
+    assert old in src
+    bad = src.replace(old, "").replace("if (q + 1 < my_tiles) turn_give(BAR_MAIN + 1 - c);", "")
+    b = build.compile(bad, name="gemm_09_no_turns.cu")
+    with pytest.raises((model.Hang, model.Violation)):
+        C, ref, rep = run_rung("ping-pong", M=512, N=256, K=768, b=b)     # 12 slices per tile, 6 stages
+        assert bf16_ok(C, ref)                   # (a silent wrong result would fail here instead)
+    # the kernel as it is, on the same shape, passes
+    C, ref, rep = run_rung("ping-pong", M=512, N=256, K=768)
+    assert bf16_ok(C, ref)
