@@ -9,6 +9,8 @@ The notebook chapters/04_wgmma.ipynb and tests/chapters/test_ch04_kernels.py cal
     ladder.model_check("TMA store + L2 order", 256, 256, 200)   # any machine: the CPU model of the GPU
     rows = ladder.measure_ladder()                # an H200: every rung and cuBLAS, one run
     tl = ladder.timeline()                        # an H200: %globaltimer per stage, and its cost
+    tl9 = ladder.timeline(name="ping-pong")       # the same for rung 9; ladder.pingpong_spans(tl9) per tile
+    rows = ladder.measure_shapes()                # an H200: rungs 8 and 9 and cuBLAS on ladder.SHAPES
     python chapters/04_wgmma/ladder.py            # an H200: checks, table, timeline (the device script)
 
 The problem. C = A @ B^T with A (M x K) and B (N x K) bfloat16, both row-major ("K-major": the
