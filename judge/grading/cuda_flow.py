@@ -191,7 +191,7 @@ def _run_model(b, mod, ex, sub, checked) -> Result | None:
         from judge import model
     except ImportError:
         return None
-    if not all(hasattr(model, n) for n in ("run", "Violation", "Hang", "Unsupported")):
+    if not model.available():
         return None                                      # no model in this installation
     from judge.gpu import launch as _launch
     cases = _model_cases(mod, ex, np.random.default_rng(_seed()))
@@ -278,8 +278,8 @@ def _unused_features(ex, counts: dict, case: dict | None = None, work: dict | No
 
 
 def _bypassed(ex, counts: dict) -> str:
-    """exercise.toml [carries]: `"tcgen05.ld" = 0.99` asks that at least 99 % of the bytes the kernel
-    stored to global memory carry values that came out of that instruction (the model marks its
+    """exercise.toml [carries]: `"tcgen05.ld" = 0.99` (or `"wgmma"`) asks that at least 99 % of the bytes the
+    kernel stored to global memory carry values that came out of that instruction (the model marks its
     destination registers and follows the mark through every instruction that reads them:
     gstore.from.<feature>.bytes of gstore.bytes). A kernel that runs the feature and then computes its
     output another way gets MISSING FEATURE."""
@@ -287,8 +287,8 @@ def _bypassed(ex, counts: dict) -> str:
     for feature, share in ex.meta.get("carries", {}).items():
         got = counts.get(f"gstore.from.{feature}.bytes", 0) / total if total else 0.0
         if got < float(share):
-            return (f"only {got:.0%} of the bytes the kernel stored to global memory carry values read with "
-                    f"{feature} (at least {float(share):.0%} must): the output was computed another way, "
+            return (f"only {got:.0%} of the bytes the kernel stored to global memory carry values that came out "
+                    f"of {feature} (at least {float(share):.0%} must): the output was computed another way, "
                     f"bypassing what {feature} delivers")
     return ""
 

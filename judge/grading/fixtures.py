@@ -2,6 +2,7 @@
 
     exercises/<id>/fixtures/wrong_buffer.cu.patch    a diff against solution.cu (what a reader reviews)
     exercises/<id>/fixtures/correct_rolling.cu        a correct alternative written another way: a whole file
+    exercises/<id>/fixtures/correct_phase_bit.cu.patch   a correct alternative that is the solution plus one change
 
 exercise.toml keeps the fixture's name ("wrong_buffer.cu"), so verdict tables and the record keep their
 keys. ex.fixture_path(name) gives a file to grade either way: a stored file, or the solution with the
@@ -11,6 +12,8 @@ the current solution exactly (an offset is allowed), so a solution change that t
 mistake says so instead of grading a different program.
 
     python -m judge.grading.fixtures --to-patches cp_async_sgemm   # whole copies -> patches, where small
+    python -m judge.grading.fixtures --to-patches ws_gemm --correct   # correct alternatives too, where small
+    python -m judge.grading.fixtures --to-patches tma_plan --correct --only correct_numpy_scalars.py
     python -m judge.grading.fixtures --check                       # every patch applies to its solution
 
 --to-patches converts a non-PASS fixture only when its diff is small against the solution (at most
@@ -113,18 +116,23 @@ def as_mistake(solution: str, fixture: str, ext: str) -> str:
     return fixed
 
 
-def to_patches(ex, max_changed: float = MAX_CHANGED, dry_run: bool = False) -> list[str]:
-    """Replace each whole-copy non-PASS fixture by a patch when its diff is small; returns what it did."""
+def to_patches(ex, max_changed: float = MAX_CHANGED, dry_run: bool = False, correct: bool = False,
+               only=None) -> list[str]:
+    """Replace each whole-copy non-PASS fixture by a patch when its diff is small; returns what it did.
+    correct: PASS fixtures too (a correct alternative that is the solution plus one change). only: these
+    fixture names alone."""
     solution = ex.solution_path.read_text()
     limit = max(4, int(max_changed * len(solution.splitlines())))
     report = []
     for name, spec in ex.fixture_specs.items():
+        if only and name not in only:
+            continue
         whole = stored_path(ex, name)
         if not whole.exists():
             report.append(f"{name}: already a patch")
             continue
-        if spec.verdict == "PASS":
-            report.append(f"{name}: a correct alternative, kept whole")
+        if spec.verdict == "PASS" and not correct:
+            report.append(f"{name}: a correct alternative, kept whole (--correct converts it when small)")
             continue
         fixed = as_mistake(solution, whole.read_text(), ex.ext)
         patch = make_patch(solution, fixed, name, ex.solution_path.name)
@@ -160,13 +168,16 @@ def check(ex) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m judge.grading.fixtures", description=__doc__.splitlines()[0])
     ap.add_argument("--to-patches", metavar="EXERCISE", nargs="+", help="convert whole-copy fixtures to patches")
+    ap.add_argument("--correct", action="store_true",
+                    help="with --to-patches: convert PASS fixtures too (the solution plus one change, when small)")
+    ap.add_argument("--only", metavar="FIXTURE", nargs="+", help="with --to-patches: these fixture names alone")
     ap.add_argument("--dry-run", action="store_true", help="say what --to-patches would do, change nothing")
     ap.add_argument("--check", action="store_true", help="every patch applies; no wrong fixture is a whole copy")
     args = ap.parse_args(argv)
     if args.to_patches:
         for ex_id in args.to_patches:
             ex = exercise.get(ex_id)
-            for line in to_patches(ex, dry_run=args.dry_run):
+            for line in to_patches(ex, dry_run=args.dry_run, correct=args.correct, only=args.only):
                 print(f"{ex.id}: {line}")
         return 0
     problems = [p for ex in exercise.all_exercises() for p in check(ex)]

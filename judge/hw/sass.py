@@ -28,6 +28,7 @@ FEATURES: dict[str, Feature] = {
     "cp.async": Feature(r"\bLDGSTS\b", "cp.async global->shared copies (LDGSTS)"),
     "cp.async.commit": Feature(r"\bLDGDEPBAR\b", "cp.async commit groups (LDGDEPBAR)"),
     "cp.async.wait": Feature(r"(?<!WARPGROUP\.)\bDEPBAR\.LE\b", "cp.async group waits (DEPBAR.LE)"),
+    "clc.try_cancel": Feature(r"\bUGETNEXTWORKID\b", "cluster launch control: try_cancel (UGETNEXTWORKID)"),
     "tma.load": Feature(r"\bUTMALDG\b", "TMA tensor loads (UTMALDG)"),
     "tma.store": Feature(r"\bUTMASTG\b", "TMA tensor stores (UTMASTG)"),
     "tma.reduce": Feature(r"\bUTMAREDG\b", "TMA tensor reductions into global memory (UTMAREDG)"),

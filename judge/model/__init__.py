@@ -18,9 +18,11 @@ Layout (each module opens with what it does):
     checks.py     the rules (RULES: rule id -> PTX ISA section), happens-before, race checks, fail()
     completion.py asynchronous completions: cp.async landing, mbarrier phases (judge.hw.mbarrier), stores
     scheduler.py  the exec loop, blocking, barriers' release, exits, hangs
+    tensormaps.py tensor maps as objects in memory (their 128 bytes are an identity, not CUtensorMap's
+                  layout) and the tensormap proxy's release / acquire
     registry.py   PTX instruction name -> the family's factory (longest dotted prefix wins)
     ops/          one module per instruction family (alu, convert, memory, control, barriers, warp,
-                  cluster, cp_async, mbarrier, bulk, wgmma)
+                  cluster, cp_async, mbarrier, bulk, wgmma, tcgen05, tensormap, ...)
     replay.py     a run drawn as the course's pipeline timeline
     errors.py     Violation (WRONG), Hang (HANG), Unsupported (no verdict)
 
@@ -70,6 +72,15 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    (zero or NaN, counted in the tx bytes), swizzle 32/64/128B on the shared address bits.
    1-D cp.async.bulk global<->shared too; cp.reduce.async.bulk.tensor (add, min, max, inc, dec, and,
    or, xor) combines with global memory when its read completes.
+6b. Tensor maps edited on the device (ops/tensormap.py, judge/model/tensormaps.py): a map is an object
+   whose identity is its 128 bytes, so ld/st and tensormap.cp_fenceproxy copy it and
+   tensormap.replace.tile.<field> makes a new object with one field changed (the CUtensorMap byte
+   layout is undocumented and never built). PTX: a map written through the generic proxy is seen by
+   a TMA only after the writer's fence.proxy.tensormap::generic.release (or cp_fenceproxy's .release)
+   and the issuing thread's .acquire [map], 128, in that happens-before order; MODEL: a TMA through a
+   device-written map without them is "tensormap-proxy-fence"; bytes that are not one whole map are
+   "tensormap-object"; a TMA map operand in shared memory is "tensormap-space". Kernel parameters need
+   no fence. run(memory=...) adds arrays the kernel reaches through addresses it reads from memory.
 7. fence.proxy.async. PTX: generic-proxy writes to shared memory are not visible to the async
    proxy until a proxy fence. MODEL: a TMA/bulk store that reads a word written by st.shared
    is a Violation ("proxy-fence") unless the writing thread executed fence.proxy.async after the
@@ -105,6 +116,14 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    CTA pairs (.cta_group::2): the alloc made by one warp in each CTA of the pair, together; the M = 256
    MMA reading both CTAs' shared memory and writing both tensor memories; multicast commits; TMA loads
    counted on the peer's mbarrier.
+10c. Cluster launch control (sm_100; ops/clc.py): clusterlaunchcontrol.try_cancel (.multicast::cluster::all
+   too) succeeds while a cluster of the launch has not started: the model, which runs clusters one
+   after another in its own order, takes one (drawn with the seed) out of the launch - it never runs,
+   report.cancelled names it - and writes the 16-byte response like a TMA load: poison until the
+   mbarrier phase completes, its 16-byte complete-tx delivered as late as allowed (when a thread waits on
+   that mbarrier, or nothing else can run). query_cancel (is_canceled, get_first_ctaid) decodes it from a
+   .b128 register (mov.b128); anything else is "clc-response"; asking again after a block saw a request
+   fail is "clc-after-failure".
 11. HANG: the moment every live thread is blocked (bar.sync that cannot complete, an mbarrier phase
    that can never complete, a cluster barrier), Hang carries the wait-for graph: who waits on
    which barrier / mbarrier and parity, how many arrivals and tx bytes are missing. A kernel that
@@ -156,9 +175,18 @@ from judge.model import scheduler
 from judge.model.errors import Hang, Unsupported, Violation
 from judge.model.state import Machine
 
-__all__ = ["run", "Report", "Violation", "Hang", "Unsupported", "parse"]
+__all__ = ["run", "Report", "Violation", "Hang", "Unsupported", "parse", "available"]
 
 _PARSED: dict = {}
+
+
+def available() -> bool:
+    """Can this installation's CPU model grade a kernel? Its entry point and its three outcomes are all
+    here (a fork that ships judge/model reduced to a stub answers False). The CUDA grading flow
+    (judge.grading.cuda_flow) and the tests that expect its verdicts ask this one question."""
+    g = globals()
+    return callable(g.get("run")) and all(isinstance(g.get(n), type) and issubclass(g[n], Exception)
+                                          for n in ("Violation", "Hang", "Unsupported"))
 
 
 def parse(build_or_ptx):
@@ -182,6 +210,7 @@ class Report:
     seconds: float = 0.0
     ctaids: list = field(default_factory=list)   # (x, y, z) of every block that ran
     blocks_total: int = 0                        # blocks in the launch's grid (more than ran: a sample)
+    cancelled: list = field(default_factory=list)  # first ctaid of each cluster a try_cancel cancelled
 
     def __str__(self):
         top = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
@@ -195,7 +224,7 @@ def _dim3(v):
 
 def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_bytes: int = 0,
         cluster=(1, 1, 1), budget: int = 100_000, strict: bool = True, seed: int | None = None,
-        sms: int = 132, max_blocks: int | None = None) -> Report:
+        sms: int = 132, max_blocks: int | None = None, memory=()) -> Report:
     """Run `kernel` of `build` (a judge.gpu.build.Build, or PTX text) on the CPU model.
 
     budget: instruction groups per cluster before the run counts as a hang. strict: raise the
@@ -204,7 +233,8 @@ def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_
     sms: what %nsmid reads and %smid is taken modulo (132: an H200). max_blocks: run at most this
     many blocks, a random sample of whole clusters, when the grid is larger (report.ctaids says
     which ran; the others write nothing). The grid, %nctaid, %nclusterid and every block's %ctaid
-    are the real launch's either way.
+    are the real launch's either way. memory: more NumPy arrays that are global memory the kernel reaches
+    through addresses it reads from memory, not from its arguments (a table of tensor base addresses).
     """
     t0 = time.perf_counter()
     mod = parse(build)
@@ -237,14 +267,17 @@ def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_
     with np.errstate(all="ignore"):
         m = Machine(mod, k, grid=grid, block=block, cluster=cluster, args=tuple(args),
                     shared_bytes=int(shared_bytes), budget=budget, strict=strict, seed=seed,
-                    source_name=name, sms=sms, entry_registers=regs)
+                    source_name=name, sms=sms, entry_registers=regs, memory=tuple(memory))
+        m.launch_pending = list(origins)     # a try_cancel (ops.clc) may take clusters out before they start
         try:
-            for o in origins:
+            while m.launch_pending:
+                o = m.launch_pending.pop(0)
                 scheduler.run_cluster(m, o)
                 rep.steps += m.steps
                 rep.ctaids += [(o[0] + x, o[1] + y, o[2] + z) for z in range(cluster[2])
                                for y in range(cluster[1]) for x in range(cluster[0])]
         finally:
+            rep.cancelled = list(m.launch_cancelled)
             rep.counts = m.counts
             rep.timeline = m.timeline
             rep.violations = m.violations

@@ -98,6 +98,24 @@ RULES: dict[str, Rule] = {
     "tma-barrier-cta": Rule("Data Movement and Conversion Instructions: cp.async.bulk.tensor",
                             "the mbarrier a TMA load signals is in the destination CTA; with .cta_group::2 it "
                             "may be in the destination CTA's peer"),
+    "tensormap-object": Rule("Data Movement and Conversion Instructions: Tensor Map; cp.async.bulk.tensor; "
+                             "tensormap.replace",
+                             "a tensor map is an opaque 128-byte object: it is used and edited only as a whole "
+                             "object created by the driver (or a whole copy of one)"),
+    "tensormap-proxy-fence": Rule(f"{_MCM}: Proxies (tensormap proxy); membar/fence "
+                                  "(fence.proxy.tensormap::generic); tensormap.cp_fenceproxy",
+                                  "a tensor map written through the generic proxy is used by a TMA only after "
+                                  "the writer's fence.proxy.tensormap::generic.release and the using thread's "
+                                  ".acquire on that map, the release ordered before the acquire"),
+    "tensormap-space": Rule("Data Movement and Conversion Instructions: cp.async.bulk.tensor (tensorMap operand)",
+                            "the tensor map of a TMA is in the .param, .const or .global state space"),
+    "clc-after-failure": Rule("Parallel Synchronization and Communication Instructions: "
+                              "clusterlaunchcontrol.try_cancel",
+                              "a CTA that has observed a try_cancel request fail may not issue another "
+                              "try_cancel (undefined behaviour)"),
+    "clc-response": Rule("clusterlaunchcontrol.query_cancel",
+                         "query_cancel decodes the 16-byte response a try_cancel wrote, read after its "
+                         "mbarrier phase completed"),
     "tma-rank": Rule("Data Movement and Conversion Instructions: cp.async.bulk.tensor",
                      "the tensor coordinates must have as many dimensions as the tensor map"),
     "tma-read-before-complete": Rule("cp.async.bulk.tensor; mbarrier: Tracking asynchronous operations "
@@ -302,7 +320,8 @@ def check_read(m, cta, words, thr, ins, proxy="generic"):
             mb = m.mbar_by_col.get(int(m.w_thread[c, w]))
             fail(m, "tma-read-before-complete", ins,
                       f"{m.tdesc(T[i, j])} read shared [0x{4 * w:x}] before the mbarrier phase "
-                      f"that completes the TMA load writing it"
+                      f"that completes the asynchronous write into it (a TMA load, a bulk copy, a "
+                      f"try_cancel response)"
                       + (f" (mbarrier at shared 0x{mb.off:x}, now in phase {mb.phase})" if mb else "")
                       + ": wait on the mbarrier (try_wait.parity) before reading the tile")
             continue
@@ -323,7 +342,8 @@ def check_read(m, cta, words, thr, ins, proxy="generic"):
         else:
             mb = m.mbar_by_col.get(int(wt[k]))
             fail(m, "tma-visibility", ins,
-                      f"{m.tdesc(r)} read shared [0x{4 * w:x}], written by a TMA load that completed "
+                      f"{m.tdesc(r)} read shared [0x{4 * w:x}], written by an asynchronous copy (TMA load, bulk copy, "
+                      f"try_cancel response) that completed "
                       f"phase {int(m.w_group[c, w])} of the mbarrier at shared "
                       f"0x{mb.off if mb else 0:x}, without having waited on that phase (nor "
                       f"synchronized with a thread that did)")

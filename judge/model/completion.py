@@ -132,14 +132,29 @@ def phase_completed(m, mb, ins):
     mb.waiters = []
 
 
+def flush_clc_responses(m, mb=None) -> bool:
+    """The latest legal moment for a try_cancel response (judge.model.ops.clc queues them): its 16 bytes'
+    complete-tx reaches the mbarrier (mb, or every one) only when someone needs that phase."""
+    todo = [x for x in m.clc_pending if mb is None or x is mb]
+    if not todo:
+        return False
+    m.clc_pending = [x for x in m.clc_pending if not (mb is None or x is mb)]
+    for x in todo:
+        if x.complete_tx(16):
+            phase_completed(m, x, m.k.code[m.cur_pc])
+    return True
+
+
 def flush_cp_async_arrivals(m, mb=None):
     """The latest legal moment: the copies behind a cp.async.mbarrier.arrive land only when someone
-    needs the mbarrier's phase (or nothing else can run)."""
+    needs the mbarrier's phase (or nothing else can run). A try_cancel response and a tcgen05.commit's
+    arrival are due as late."""
+    clc = flush_clc_responses(m, mb)
     if flush_tcgen05_commits(m, mb):          # a tcgen05.commit's arrival is due as late, one at a time
         return True
     todo = [a for a in m.cpa_arrivals if mb is None or a["mb"] is mb]
     if not todo:
-        return False
+        return clc
     m.cpa_arrivals = [a for a in m.cpa_arrivals if not (mb is None or a["mb"] is mb)]
     for a in todo:
         t = a["thread"]
@@ -200,9 +215,9 @@ def bulk_complete(m, b, ins):
         u8[off[:, None] + np.arange(b["eb"])] = new
         m.counts["tma.store.bytes"] += int(b["inb"].sum()) * b["eb"]
         m.counts["gstore.bytes"] += int(b["inb"].sum()) * b["eb"]
-        marked = m.mem_taint.get("shared")        # bytes that came out of tensor memory (tcgen05.ld)
+        marked = m.mem_taint.get("shared")        # bytes that came out of tcgen05.ld (or wgmma)
         if marked is not None:
-            m.counts["gstore.from.tcgen05.ld.bytes"] += int(
+            m.counts[f"gstore.from.{m.taint_source}.bytes"] += int(
                 marked[c, b["pos"]].reshape(-1, b["eb"])[b["inb"]].sum())
     else:
         one = np.array([b["thread"]])
@@ -211,7 +226,7 @@ def bulk_complete(m, b, ins):
         marked = m.mem_taint.get("shared")
         saved, m.cur_taint = m.cur_taint, None   # the mark of these bytes is in shared memory, not a register
         if marked is not None and marked[c, b["pos"]].any():
-            m.counts["gstore.from.tcgen05.ld.bytes"] += int(marked[c, b["pos"]].sum())
+            m.counts[f"gstore.from.{m.taint_source}.bytes"] += int(marked[c, b["pos"]].sum())
         m.gstore(a, data.reshape(1, -1), one, ins)
         m.cur_taint = saved
     m.bulk_reading[c, b["words"]] -= 1

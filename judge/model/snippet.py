@@ -9,7 +9,7 @@
     judge.model.run(ptx, "k", block=(32, 1, 1), args=(out_array,))
 
 Registers %p (pred), %h (b16), %r (b32), %rd (b64), %f (f32) and %fd (f64) are declared, 128 of
-each; `shared` adds declarations inside the kernel (e.g. ".shared .align 16 .b8 buf[1024];").
+each (and %q0..7, .b128); `shared` adds declarations inside the kernel (e.g. ".shared .align 16 .b8 buf[1024];").
 Tests: tests/test_model_ops_*.py feed each instruction family through it.
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ _REGS = """    .reg .pred %p<128>;
     .reg .b64 %rd<128>;
     .reg .f32 %f<128>;
     .reg .f64 %fd<128>;
+    .reg .b128 %q<8>;
 """
 
 

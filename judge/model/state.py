@@ -20,7 +20,7 @@ import numpy as np
 
 from judge.model import checks
 from judge.model import ptx as _ptx
-from judge.model import tensor_memory
+from judge.model import tensor_memory, tensormaps
 from judge.model.errors import Unsupported
 
 SHARED_BASE = 0x9000_0000_0000_0000     # generic address of shared offset 0 (cvta.shared)
@@ -60,7 +60,7 @@ class Machine:
     """One launch's machine: the module's memory and parameters, and one cluster's threads at a time."""
 
     def __init__(self, module, kernel, *, grid, block, cluster, args, shared_bytes, budget,
-                 strict, seed, source_name, sms=132, entry_registers=0):
+                 strict, seed, source_name, sms=132, entry_registers=0, memory=()):
         self.mod, self.k = module, kernel
         self.sms = int(sms)                              # %nsmid: the target GPU's SMs (132: an H200)
         self.entry_registers = int(entry_registers or 0)  # ptxas's count at entry (setmaxnreg's pool)
@@ -75,11 +75,19 @@ class Machine:
         self.source_name = source_name             # the learner's file as messages name it
         self.cluster_explicit = tuple(cluster) != (1, 1, 1)   # %is_explicit_cluster
         self.tma_loads = []          # TMA/bulk loads waiting for their mbarrier phase (judge.model.completion)
-        self._setup_globals(args)
+        # cluster launch control (ops.clc): the clusters of the launch not started yet (judge.model.run
+        # takes the next from the front; a successful try_cancel removes one), those cancelled
+        self.launch_pending, self.launch_cancelled = [], []
+        # tensor maps as objects (judge.model.tensormaps): id -> spec; the tensormap proxy's writes, releases
+        # and (per cluster) acquires, keyed by the map's location
+        self.tensormap_objs = []
+        self.tensormap_writes, self.tensormap_released, self.tensormap_acquired = {}, {}, {}
+        self.cluster_serial = 0
+        self._setup_globals(args, memory)
         self._setup_shared(shared_bytes)
 
     # ------------------------------------------------------------------ memory setup
-    def _setup_globals(self, args):
+    def _setup_globals(self, args, memory=()):
         from judge.hw import tma as _tma
         self.regions = []            # (base, size, uint8 view)
         self.sym = {}                # symbol -> address (global) or shared offset
@@ -115,7 +123,7 @@ class Machine:
             elif isinstance(a, (_tma.TensorMap, _tma.TensorMapSpec)):
                 spec = a.spec if isinstance(a, _tma.TensorMap) else a
                 self.tmaps[PARAM_BASE + off] = spec
-                raw = b"\0" * size
+                raw = tensormaps.encode(self, spec).tobytes() if size == tensormaps.SIZE else b"\0" * size
             elif isinstance(a, (np.generic, int, float)):
                 raw = np.asarray(a).tobytes() if isinstance(a, np.generic) else None
                 if raw is None:
@@ -130,6 +138,10 @@ class Machine:
             buf.extend(raw)
             off += size
         self.param = np.frombuffer(bytes(buf) + b"\0" * 8, np.uint8).copy()
+        for a in memory:             # global memory the kernel reaches through pointers held in memory
+            if not (isinstance(a, np.ndarray) and a.flags.c_contiguous):
+                raise TypeError("memory=: pass C-contiguous NumPy arrays")
+            self._add_region(a.reshape(-1).view(np.uint8))
         # a tensor map's tensor is global memory too (the caller keeps the array alive)
         import ctypes
         for spec in self.tmaps.values():
@@ -216,6 +228,11 @@ class Machine:
         self.ncta = cx * cy * cz
         n = self.nthr_cta * self.ncta
         self.n = n
+        self.cluster_serial += 1
+        self.tensormap_acquired = {}          # (thread, location) -> (map id, why not) of this cluster's acquires
+        self.clc_pending = []                 # mbarriers owed a try_cancel response's complete-tx (completion)
+        self.clc_failed_seen = np.zeros(self.ncta, bool)   # a block saw a try_cancel fail (ops.clc)
+        self.regs128 = {}                     # .b128 registers: name -> (threads, 2) uint64 (ops.clc)
         lt = np.arange(n) % self.nthr_cta
         self.cta = np.arange(n) // self.nthr_cta
         cr = self.cta
@@ -315,9 +332,10 @@ class Machine:
         self.wg_written = {}
         # -- tensor memory and tcgen05 (ops.tcgen05)
         self.tc = None                        # tensor memory and tcgen05 (judge.model.tensor_memory), at first use
-        self.taint = {}                       # register -> lanes whose value came from a tcgen05.ld
+        self.taint = {}                       # register -> lanes whose value came from a tcgen05.ld (or wgmma)
         self.cur_taint = None                 # lanes of the current instruction that read such a value
         self.mem_taint = {}                   # "shared" (blocks, bytes) / "local" (threads, bytes): marked bytes
+        self.taint_source = "tcgen05.ld"      # what the mark means: the instruction whose results it follows
 
     def taint_store(self, space, rows, off, w, lanes):
         """A store of w bytes per lane at (rows, off) of shared or local memory: the bytes carry the mark
@@ -529,10 +547,12 @@ class Machine:
         order = np.empty(self.n, np.int64)
         order[lanes] = np.arange(len(lanes))
         self.counts["gstore.bytes"] += len(lanes) * w
-        if self.cur_taint is not None:       # bytes whose value came out of tensor memory (tcgen05.ld)
-            self.counts["gstore.from.tcgen05.ld.bytes"] += w * int(np.count_nonzero(self.cur_taint[lanes]))
+        if self.cur_taint is not None:       # bytes whose value came out of tcgen05.ld (or wgmma)
+            self.counts[f"gstore.from.{self.taint_source}.bytes"] += w * int(np.count_nonzero(self.cur_taint[lanes]))
         for sel, u8, off in self._regions_of(a, w, lanes, ins, write=True):
             u8[off[:, None] + np.arange(w)] = data[order[sel]]
+        if self.tensormap_objs:              # a copy of a tensor map's bytes (judge.model.tensormaps)
+            tensormaps.note_global_store(self, a, data, lanes)
 
     # shared memory
     def smem_split(self, a, lanes, ins, cluster_ok):

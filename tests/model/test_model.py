@@ -580,3 +580,11 @@ extern "C" __global__ void k(volatile int* flag, int* out) {
     with pytest.raises(model.Unsupported):
         run_src(src, "k", block=(32,), grid=(2, 1, 1), args=(np.zeros(1, np.int32), np.zeros(32, np.int32)),
                 budget=2000)
+
+
+def test_available_says_whether_the_model_can_grade(monkeypatch):
+    """judge.model.available(): the one question judge.grading.cuda_flow and the exercise tests ask."""
+    from judge import model as m
+    assert m.available()
+    monkeypatch.setattr(m, "Hang", None)                  # a fork that stubbed the model out
+    assert not m.available()

@@ -37,6 +37,31 @@ PROLOGUE = """
 """
 
 
+# threads 0..31 read word %r0 of the tensor-map parameter (%r5), with its shared (%r6) and global (%rd10) places
+TMAP_COPY = """
+    setp.lt.u32 %p3, %r0, 32;
+    mov.u64 %rd6, tmap;
+    shl.b32 %r4, %r0, 2;
+    cvt.u64.u32 %rd9, %r4;
+    add.u64 %rd13, %rd6, %rd9;
+    @%p3 ld.param.u32 %r5, [%rd13];
+    add.u32 %r6, %r1, %r4;
+    add.u64 %rd10, %rd2, %rd9;
+    cvt.u64.u32 %rd12, %r1;
+"""
+
+
+# thread 0 asks to cancel a cluster (try_cancel), waits for the response and holds it in %q1
+CLC_ASK = """
+    @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+    @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 16;
+    @%p1 clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%r1], [%r3];
+    @%p1 mbarrier.try_wait.parity.shared::cta.b64 %p4, [%r3], 0;
+    @%p1 ld.shared.v2.u64 {%rd20, %rd21}, [%r1];
+    @%p1 mov.b128 %q1, {%rd20, %rd21};
+"""
+
+
 def _io(rng):
     return rng.standard_normal(256).astype(np.float32), np.full(256, np.nan, np.float32)
 
@@ -146,6 +171,30 @@ CASES = {
     mov.u64 %rd6, tmap;
     @%p1 cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd6, {%r0}], [%r3];
 """, {"tmap": True}),
+    "tensormap-object": ("""
+    @%p1 tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%r1], %rd1;   // buf holds no map
+""", {}),
+    "tensormap-space": (TMAP_COPY + """
+    @%p3 st.shared.u32 [%r6], %r5;          // the map's 128 bytes into shared memory
+    bar.sync 0;
+    cvta.shared.u64 %rd11, %rd12;
+    @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+    @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1+2048], [%rd11, {%r0, %r0}], [%r3];
+""", {"tmap": True}),
+    "tensormap-proxy-fence": (TMAP_COPY + """
+    @%p3 st.global.u32 [%rd10], %r5;         // the map's 128 bytes into global memory (out)
+    bar.sync 0;
+    @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+    @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1+2048], [%rd2, {%r0, %r0}], [%r3];
+""", {"tmap": True}),
+    "clc-response": ("""
+    mov.b128 %q1, {%rd1, %rd2};             // two pointers, not a try_cancel response
+    clusterlaunchcontrol.query_cancel.is_canceled.pred.b128 %p4, %q1;
+""", {}),
+    "clc-after-failure": (CLC_ASK + """
+    @%p1 clusterlaunchcontrol.query_cancel.is_canceled.pred.b128 %p5, %q1;   // false: one block, none left
+    @%p1 clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%r1+16], [%r3];
+""", {}),
     "wgmma-aligned": ("""
     wgmma.fence.sync.aligned;
     @%p1 wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%f1, %f2, %f3, %f4}, %rd7, %rd8, 0, 1, 1, 0, 0;
@@ -274,6 +323,9 @@ def test_without_the_mistake_the_same_snippets_run_clean():
         "exit-before-bulk-read": CASES["exit-before-bulk-read"][0] + "    @%p1 cp.async.bulk.wait_group.read 0;\n",
         "tma-barrier-cta": CASES["tma-barrier-cta"][0].replace("complete_tx::bytes [", "complete_tx::bytes.cta_group::2 [")
         + "    barrier.cluster.arrive.release.aligned;\n    barrier.cluster.wait.acquire.aligned;\n",
+        "tensormap-proxy-fence": CASES["tensormap-proxy-fence"][0].replace(
+            "bar.sync 0;", "fence.proxy.tensormap::generic.release.gpu;\n    bar.sync 0;\n"
+            "    @%p1 fence.proxy.tensormap::generic.acquire.gpu [%rd2], 128;"),
     }
     for rule, body in ok.items():
         saved = CASES[rule]

@@ -21,6 +21,8 @@ its family (or a new module in this folder) and a test in tests/test_model_ops_*
     tcgen05    tcgen05.alloc / dealloc / relinquish_alloc_permit / mma / commit / ld / st / wait / fence
                (tensor memory: judge.model.tensor_memory; block-scaled kinds: judge.model.block_scale)
     tcgen05_cp tcgen05.cp (shared memory -> tensor memory; uses tcgen05's helpers and state)
+    clc        clusterlaunchcontrol.try_cancel / query_cancel, mov.b128 (cluster launch control, sm_100)
+    tensormap  tensormap.replace, tensormap.cp_fenceproxy, fence.proxy.tensormap::generic (judge.model.tensormaps)
     setmaxnreg setmaxnreg.inc / dec (warpgroup-aligned, the CTA's register pool)
     calls      call sequences: st.param of a call's arguments, call __assertfail (a failed assert)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from judge.hw import tma as _tma
-from judge.model import checks, completion
+from judge.model import checks, completion, tensormaps
 from judge.model.checks import POISON32, TMA_PENDING
 from judge.model.errors import Unsupported
 from judge.model.ops.common import no_effect
@@ -21,11 +21,9 @@ from judge.model.registry import op
 
 
 def _spec_at(m, ins, a, t):
-    """The judge.hw.tma spec of the tensor-map parameter at address a[t]."""
-    spec = m.tmaps.get(int(a[t]))
-    if spec is None:
-        raise Unsupported(ins.text, "the tensor map is not a kernel parameter given as a judge.hw.tma object "
-                          "(pass judge.hw.tma.TensorMap / TensorMapSpec objects to judge.model.run)")
+    """The judge.hw.tma spec of the tensor map at address a[t]: a kernel parameter, or a map object in
+    global memory (judge.model.tensormaps: its identity bytes, with the tensormap proxy's fences checked)."""
+    spec, _ = tensormaps.at(m, ins, a[t], t)
     if spec.interleave != "none":
         raise Unsupported(ins.text, "interleaved tensor maps")
     return spec

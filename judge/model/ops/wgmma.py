@@ -14,6 +14,8 @@ fence.proxy.async) and writes its accumulators asynchronously: they may not be r
 until wgmma.wait_group covers the group (commit_group closes a group). MODEL: the operands must be
 visible at issue (same checks as a TMA store); the shared bytes count as being read until the wait
 (an overwrite before it is a race); reading an accumulator early is "wgmma-accumulator".
+The accumulators a wgmma completes are marked (judge.model.state's taint, source "wgmma"), and global stores
+of values that came from them count as "gstore.from.wgmma.bytes" (exercise.toml [carries]).
 """
 from __future__ import annotations
 
@@ -202,10 +204,13 @@ def complete(m, mma, ins):
                 del m.acc_pending[nm]
     full = np.zeros(m.n, bool)
     full[lanes] = True
+    m.taint_source = "wgmma"             # "the feature carries the data": the accumulators are wgmma's results
     for i, it in enumerate(mma["items"]):
         v = np.zeros(m.n, np.float32)
         v[lanes] = mma["result"][:, i]
         m.wr(it, v, full, False, internal=True)
+        if it.kind == "reg":
+            m.taint.setdefault(it.name, np.zeros(m.n, bool))[lanes] = True
     c = mma["cta"]
     for words in mma["words"]:
         m.bulk_reading[c, words] -= 1
