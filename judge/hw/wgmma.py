@@ -6,6 +6,8 @@
     wgmma.kmajor_descriptor(0x400, swizzle="128B")    # the descriptor of a canonical K-major tile
     wgmma.operand_address(d, row=9, k=3)              # the shared-memory byte wgmma reads A[9][3] from
     wgmma.kmajor_offset(9, 3, "128B")                 # where the canonical layout puts it (the same)
+    dmn = wgmma.mnmajor_descriptor(0x400, "128B", rows=128)   # an N-major B tile, 128 x 16 (imm-trans-b 1)
+    wgmma.operand_address(dmn, row=9, k=3, major="MN")        # where wgmma reads B[n=9][k=3]
     wgmma.fragment_coord(thread=37, reg=6, n=64)      # (row, col) of C that register d6 of thread 37 holds
     wgmma.fragment_owner(row=20, col=13, n=64)        # (thread, reg): the way back
     wgmma.ring_schedule(tiles=12, S=4, load=3, mma=2) # a model of the producer/consumer mbarrier ring
@@ -32,18 +34,26 @@ Sources, and what each was checked against (tests/chapters/test_ch04_cpu.py runs
   (128 contiguous bytes); the leading byte offset steps to the next core matrix along K, the
   stride byte offset to the next along M/N.
 
+- MN-major operands (imm-trans-a / imm-trans-b = 1, bf16 and f16 only; tf32 and FP8 are K-major):
+  PTX ISA, "Shared Memory Matrix Layout", the canonical layouts table; judge.hw.mma_layout states
+  it for both majors and both architectures. Without swizzle the roles stay (SBO steps along M/N,
+  LBO along K); swizzled, they swap: LBO steps from one span-wide block of M/N to the next, SBO
+  from one group of 8 k-rows to the next (mnmajor_strides()). CUTLASS's make_gmma_desc<Major::MN>
+  reads LBO and SBO from the same strides of its Layout_MN_SW*_Atom tiles.
+
 The ISA stores each byte field as matrix-descriptor-encode(x) = (x & 0x3FFFF) >> 4 and asks for
 16-byte alignment; encode() refuses what that would silently cut (a value not a multiple of 16,
 or one of 2^18 bytes or more) instead of masking it. The base offset is 0 when the swizzle's
 repeating pattern starts on its boundary (1024, 512, 256 bytes for 128B, 64B, 32B), else
-(pattern start address >> 7) & 7 (base_offset_for()). operand_address() models base offset 0
-only: every tile of the course starts on its swizzle's repeat.
+(pattern start address >> 7) & 7 (base_offset_for()); operand_address() reads it as
+judge.hw.mma_layout does (the XORed line index counts from the pattern start).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+from judge.hw import mma_layout as _layout
 from judge.hw import tma as _tma
 
 # ----------------------------------------------------------------------------- descriptor
@@ -195,20 +205,48 @@ def kmajor_descriptor(start: int, swizzle: str = "128B", *, rows: int = 64, k_by
     return encode(start, lbo, sbo, swizzle)
 
 
-def operand_address(desc: int, row: int, k: int, *, elem_bytes: int = 2) -> int:
-    """The shared-memory byte address wgmma reads element [row][k] of a K-major operand from,
-    given its descriptor (k < 16 for bf16: one wgmma's slice). The model of the hardware:
+def operand_address(desc: int, row, k, *, elem_bytes: int = 2, major: str = "K"):
+    """The shared-memory byte address wgmma reads element [row][k] of an operand from (row: M of A,
+    N of B; k < 16 for bf16: one wgmma's slice), given its descriptor and its major (K, or MN when
+    the instruction's imm-trans bit for it is 1). The model of the hardware, for K-major:
     swizzled: start + (row // 8) * sbo + (row % 8) * span + k bytes, then the swizzle on the address
-    bits; none: start + (row // 8) * sbo + (kbyte // 16) * lbo + (row % 8) * 16 + kbyte % 16.
-    Base offset 0 only (the tile starts on its swizzle's repeat)."""
+    bits; none: start + (row // 8) * sbo + (kbyte // 16) * lbo + (row % 8) * 16 + kbyte % 16;
+    MN-major and the base offset as judge.hw.mma_layout.read_address states them."""
     d = decode(desc)
-    if d.base_offset:
-        raise ValueError("operand_address models base offset 0 only")
-    kb = k * elem_bytes
-    if d.swizzle == "none":
-        return d.start + (row // 8) * d.sbo + (kb // 16) * d.lbo + (row % 8) * 16 + kb % 16
-    span = SPAN[d.swizzle]
-    return _tma.swizzle_offset(d.start + (row // 8) * d.sbo + (row % 8) * span + kb, d.swizzle)
+    return _layout.read_address(d.start, d.lbo, d.sbo, d.swizzle, major, row, k, elem_bytes=elem_bytes,
+                                base_offset=d.base_offset)
+
+
+# ----------------------------------------------------------------------------- MN-major layouts
+def mnmajor_offset(row, k, swizzle: str = "128B", *, elem_bytes: int = 2, rows: int = 64, k_elems: int = 16):
+    """Byte offset, from the tile's start, of element [row][k] (row: M of A or N of B) of an MN-major
+    tile of `rows` x `k_elems`: swizzled, blocks one span wide along M/N, each holding every k-row
+    (one span per k-row, the 16-byte chunks XORed with the line index: what TMA writes for a box whose
+    inner dimension is M/N); "none", core matrices of 8 k-rows x 16 bytes of M/N, M/N fastest."""
+    _check_swizzle(swizzle)
+    return _layout.tile_offset(row, k, swizzle, "MN", rows=rows, k_elems=k_elems, elem_bytes=elem_bytes)
+
+
+def mnmajor_strides(swizzle: str = "128B", *, rows: int = 64, k_elems: int = 16, elem_bytes: int = 2):
+    """(lbo, sbo) of the MN-major tile mnmajor_offset() lays out. Swizzled: LBO = k_elems x span (the
+    next span-wide block of M/N), SBO = 8 x span (the next 8 k-rows) - the roles swap against K-major;
+    "none": LBO = 8 k-rows further (rows x elem_bytes / 16 core matrices), SBO = 128 (the next 16 bytes of M/N)."""
+    _check_swizzle(swizzle)
+    return _layout.tile_strides(swizzle, "MN", rows=rows, k_elems=k_elems, elem_bytes=elem_bytes)
+
+
+def mnmajor_descriptor(start: int, swizzle: str = "128B", *, rows: int = 64, k_elems: int = 16,
+                       elem_bytes: int = 2) -> int:
+    """The descriptor of the MN-major tile at `start` (mnmajor_offset). The k16 slice ks of a taller
+    tile (k_elems > 16) starts 16 k-rows further: start + 2 * sbo swizzled, start + 2 * lbo without."""
+    lbo, sbo = mnmajor_strides(swizzle, rows=rows, k_elems=k_elems, elem_bytes=elem_bytes)
+    return encode(start, lbo, sbo, swizzle)
+
+
+def draw_layout(swizzle: str = "128B", major: str = "K", **kw):
+    """A matplotlib Figure of a canonical tile's 16-byte chunks and core matrices (judge.hw.mma_layout.draw_tile)."""
+    _check_swizzle(swizzle)
+    return _layout.draw_tile(swizzle, major, **kw)
 
 
 # ----------------------------------------------------------------------------- accumulator fragment

@@ -164,7 +164,8 @@ RULES: dict[str, Rule] = {
                                 "at the same offset receives the arrival"),
     "tcgen05-idesc": Rule("9.7.16.4.2 Instruction descriptor",
                           "the A/B formats are formats of the MMA's kind; M >> 4 in bits 24-28, N >> 3 in bits "
-                          "17-22, N a multiple of 16 from 16 to 256 for M = 128"),
+                          "17-22, N a multiple of 16 from 16 to 256 for M = 128; the transpose (MN-major) bits "
+                          "15-16 only for 8-bit, 16-bit and tf32 inputs"),
     "tcgen05-descriptor": Rule("9.7.16.4.1 Shared memory descriptor",
                                "bits 46-48 of a shared-memory matrix descriptor hold the fixed value 0b001"),
     "tcgen05-ld-in-flight": Rule("9.7.16.12.1 tcgen05.commit; 9.7.16.6 Memory consistency model for 5th "

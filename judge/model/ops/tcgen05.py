@@ -35,8 +35,9 @@ one path of one warp is found however the kernel reaches it. The sections named 
                          tensor memory at [scale-A-tmem] / [scale-B-tmem] with the scale factor IDs
                          of the instruction descriptor (judge.model.block_scale: layout, decoding
                          through judge.hw.formats), f32 accumulators, M = 128, N = 16..256 (step
-                         16), K-major operands from shared-memory descriptors (no swizzle or the
-                         32/64/128-byte swizzles, base offset 0), enable-input-d.
+                         16), K-major or MN-major operands (instruction descriptor bits 15-16) from
+                         shared-memory descriptors (every swizzle, any base offset: judge.hw.umma /
+                         judge.hw.mma_layout), enable-input-d.
   tcgen05-scale-vec      a block-scaled MMA's kind, scale vector size (.block16 / .block32 /
                          .scale_vec::NX), scale type (idesc bit 23) and scale factor IDs form a valid
                          combination (9.7.16.10.7.1 Tables 54, 55; 9.7.16.10.7.2/3).
@@ -110,7 +111,7 @@ Not covered (Unsupported, never a verdict): M = 128 with .cta_group::2 (its data
 64 rows in each CTA), .multicast::cluster TMA loads with .cta_group::2, a second pair allocation
 issued in a CTA while its first still waits for the peer, block-scaled MMAs and tcgen05.cp with
 .cta_group::2, kind::i8, the K = 96
-block-scaled forms (idesc bit 31), A from tensor memory, M = 64, MN-major operands,
+block-scaled forms (idesc bit 31), A from tensor memory, M = 64, LBO mode 1,
 disable-output-lane and scale-input-d, .ws, sparse MMAs, tcgen05.cp's decompressing forms
 (.b8x16.b6x16_p32 / .b4x16_p64), tcgen05.shift, ld/st shapes other than 32x32b
 and .pack/.unpack.
@@ -126,6 +127,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from judge.hw import mma_layout as _layout
+from judge.hw import umma as _umma
 from judge.model import block_scale as BS
 from judge.model import checks, completion
 from judge.model import tensor_memory as TM
@@ -465,42 +468,39 @@ _F8F6F4 = {0: "e4m3", 1: "e5m2", 3: "e2m3", 4: "e3m2", 5: "e2m1"}
 def decode_idesc(idesc: int, kind: str) -> dict:
     """The fields of a tcgen05.mma instruction descriptor (kind::f16 / tf32 / f8f6f4 / i8 layout):
     bits 4-5 D format (1 = F32), 7-9 A format, 10-12 B format, 13/14 negate A/B, 15/16 transpose
-    (MN-major) A/B, 17-22 N >> 3, 24-28 M >> 4; bit 2 sparsity, bits 0-1 and 3 unused here."""
-    f = {"sparse": (idesc >> 2) & 1, "dtype": (idesc >> 4) & 3, "atype": (idesc >> 7) & 7,
-         "btype": (idesc >> 10) & 7, "neg_a": (idesc >> 13) & 1, "neg_b": (idesc >> 14) & 1,
-         "mn_a": (idesc >> 15) & 1, "mn_b": (idesc >> 16) & 1, "n": ((idesc >> 17) & 0x3F) << 3,
-         "m": ((idesc >> 24) & 0x1F) << 4}
-    names = {"kind::f16": {0: "f16", 1: "bf16"}, "kind::tf32": {2: "tf32"}, "kind::f8f6f4": _F8F6F4}[kind]
-    f["a"], f["b"] = names.get(f["atype"]), names.get(f["btype"])
-    return f
+    (MN-major) A/B, 17-22 N >> 3, 24-28 M >> 4; bit 2 sparsity (judge.hw.umma.decode_idesc)."""
+    return _umma.decode_idesc(idesc, kind)
 
 
 def decode_sdesc(desc: int) -> dict:
     """The fields of a tcgen05 shared-memory matrix descriptor: start address >> 4 (bits 0-13), leading
     byte offset >> 4 (16-29), stride byte offset >> 4 (32-45), the fixed value 0b001 (46-48), base
-    offset (49-51), LBO mode (52), swizzle (61-63: 0 none, 1 128B with 32B atoms, 2 128B, 4 64B, 6 32B)."""
-    return {"start": (desc & 0x3FFF) << 4, "lbo": ((desc >> 16) & 0x3FFF) << 4,
-            "sbo": ((desc >> 32) & 0x3FFF) << 4, "fixed": (desc >> 46) & 7, "base_offset": (desc >> 49) & 7,
-            "lbo_mode": (desc >> 52) & 1, "swizzle": (desc >> 61) & 7}
+    offset (49-51), LBO mode (52), swizzle (61-63: 0 none, 1 128B with 32B atoms, 2 128B, 4 64B, 6 32B)
+    (judge.hw.umma.fields; 'fixed' is its 'version')."""
+    f = _umma.fields(desc)
+    f["fixed"] = f["version"]
+    return f
 
 
-_SWZ = {0: "none", 2: "128B", 4: "64B", 6: "32B"}
-_SPAN = {"none": 16, "32B": 32, "64B": 64, "128B": 128}
-
-
-def operand_addresses(desc: int, rows: int, kbytes: int) -> np.ndarray:
-    """Byte addresses (rows, kbytes) of a K-major operand described by `desc`, element byte k of row r:
-    no swizzle: start + (r // 8) * SBO + (k // 16) * LBO + (r % 8) * 16 + k % 16 (8 x 16-byte core
-    matrices); swizzled: start + (r // 8) * SBO + (r % 8) * span + k, then the swizzle XOR of the
-    address bits (judge.hw.tma.swizzle_offset)."""
-    from judge.hw import tma as _tma
-    d = decode_sdesc(desc)
-    sw = _SWZ[d["swizzle"]]
+def operand_addresses(desc: int, rows: int, kbytes: int, major: str = "K", elem_bytes: int = 1) -> np.ndarray:
+    """Byte addresses (rows, kbytes) of an operand described by `desc`: element byte b of element k of
+    row r (M of A, N of B) at [r, k * elem_bytes + b], K-major or MN-major, any swizzle and base
+    offset, as judge.hw.mma_layout.read_address states them (bits outside the fields are ignored here)."""
     r = np.arange(rows)[:, None]
-    k = np.arange(kbytes)[None, :]
-    if sw == "none":
-        return d["start"] + (r // 8) * d["sbo"] + (k // 16) * d["lbo"] + (r % 8) * 16 + k % 16
-    return _tma.swizzle_offset(d["start"] + (r // 8) * d["sbo"] + (r % 8) * _SPAN[sw] + k, sw)
+    k = np.arange(kbytes // elem_bytes)[None, :]
+    f = decode_sdesc(desc)
+    first = np.asarray(_layout.read_address(f["start"], f["lbo"], f["sbo"], _umma.MODE_SWIZZLE[f["swizzle"]], major,
+                                            r, k, elem_bytes=elem_bytes, base_offset=f["base_offset"]), np.int64)
+    return (first[..., None] + np.arange(elem_bytes)).reshape(rows, kbytes)
+
+
+#: the swizzle codes tcgen05.cp reads (judge.model.ops.tcgen05_cp)
+_SWZ = {0: "none", 2: "128B", 4: "64B", 6: "32B"}
+
+
+def _major(f: dict, which: str) -> str:
+    """'MN' when the instruction descriptor's transpose bit of operand `which` ('a' / 'b') is set, else 'K'."""
+    return "MN" if f["mn_" + which] else "K"
 
 
 def _decode_elems(raw: np.ndarray, fmt: str) -> np.ndarray:
@@ -594,8 +594,8 @@ def mma(m, ins):
                                   "the next tile's tcgen05.mma")
             if why:
                 m.fail("tcgen05-mma-overwrite", ins, why)
-            A, wa = _operand(m, ins, t, c, int(ad[t]), Mr, *_geometry(kind, K, f["a"]), "A")
-            B, wb = _operand(m, ins, t, c, int(bd[t]), N, *_geometry(kind, K, f["b"]), "B")
+            A, wa = _operand(m, ins, t, c, int(ad[t]), Mr, *_geometry(kind, K, f["a"]), "A", _major(f, "a"))
+            B, wb = _operand(m, ins, t, c, int(bd[t]), N, *_geometry(kind, K, f["b"]), "B", _major(f, "b"))
             if f["neg_a"]:
                 A = -A
             if f["neg_b"]:
@@ -754,8 +754,8 @@ def _issue_pair(m, ins, tc, t, c, f, kind, K, a, adesc, bdesc, accumulate, issue
             m.fail("tcgen05-mma-overwrite", ins, why)
     As, Bs, words = {}, [], {}
     for q in pair:
-        As[q], wa = _operand(m, ins, t, q, adesc, 128, K, f["a"], f"A (block rank {q})")
-        Bq, wb = _operand(m, ins, t, q, bdesc, N // 2, K, f["b"], f"B (block rank {q})")
+        As[q], wa = _operand(m, ins, t, q, adesc, 128, K, f["a"], f"A (block rank {q})", _major(f, "a"))
+        Bq, wb = _operand(m, ins, t, q, bdesc, N // 2, K, f["b"], f"B (block rank {q})", _major(f, "b"))
         Bs.append(Bq)
         words[q] = (wa, wb)
     B = np.vstack(Bs)                                                   # (N, K): the even CTA's rows first
@@ -796,8 +796,13 @@ def _check_idesc(m, ins, f, kind):
         raise Unsupported(ins.op, "instruction descriptor bit 31 of a block-scaled MMA (the K = 96 forms)")
     if f["sparse"]:
         raise Unsupported(ins.op, "sparse tcgen05.mma (instruction descriptor bit 2)")
-    if f["mn_a"] or f["mn_b"]:
-        raise Unsupported(ins.op, "MN-major operands (instruction descriptor bits 15-16)")
+    if (f["mn_a"] or f["mn_b"]) and kind not in _umma.FORMATS:
+        raise Unsupported(ins.op, f"MN-major operands of {kind} (instruction descriptor bits 15-16)")
+    for what, x, mn in (("A", f["a"], f["mn_a"]), ("B", f["b"], f["mn_b"])):
+        if mn and x is not None and x not in _umma.MN_MAJOR_OK:
+            m.fail("tcgen05-idesc", ins, f"the instruction descriptor makes {what} ({x}) MN-major (bit "
+                   f"{15 if what == 'A' else 16}): only 8-bit, 16-bit and tf32 operands may be MN-major")
+            raise checks.abort(m, "tcgen05-idesc", ins, "transpose bit")
     if f["dtype"] != 1:
         raise Unsupported(ins.op, f"D format {f['dtype']} (only F32 accumulators, bits 4-5 = 1, are modelled)")
     if f["a"] is None or f["b"] is None:
@@ -815,17 +820,19 @@ def _check_idesc(m, ins, f, kind):
         raise checks.abort(m, "tcgen05-idesc", ins, "shape")
 
 
-def _operand(m, ins, t, c, desc, rows, K, fmt, what):
+def _operand(m, ins, t, c, desc, rows, K, fmt, what, major="K"):
     d = decode_sdesc(desc)
     if d["fixed"] != 1:
         m.fail("tcgen05-descriptor", ins, f"{m.tdesc(t)}'s shared-memory descriptor of {what} ({desc:#018x}) "
                f"has {d['fixed']:#05b} in bits 46-48, which must hold the fixed value 0b001")
-    if d["base_offset"] or d["lbo_mode"]:
-        raise Unsupported(ins.op, "descriptor base offset / LBO mode other than 0")
-    if d["swizzle"] not in _SWZ:
-        raise Unsupported(ins.op, f"swizzle mode {d['swizzle']} of the shared-memory descriptor")
+    if d["lbo_mode"]:
+        raise Unsupported(ins.op, "descriptor LBO mode 1 (an absolute leading byte address)")
+    if d["swizzle"] not in _umma.MODE_SWIZZLE:
+        raise Unsupported(ins.op, f"swizzle code {d['swizzle']} of the shared-memory descriptor (reserved)")
+    if major == "K" and d["swizzle"] == _umma.SWIZZLE_MODE["128B_base32B"]:
+        raise Unsupported(ins.op, "a K-major operand with the 128B_base32B swizzle (an MN-major layout)")
     es = _ESIZE[fmt]
-    addr = operand_addresses(desc, rows, K * es).astype(np.int64)
+    addr = operand_addresses(desc, rows, K * es, major, es).astype(np.int64)
     if (addr < 0).any() or (addr + 1 > m.smem_size - 16).any():
         m.fail("shared-bounds", ins, f"tcgen05.mma operand {what} (descriptor {desc:#018x}) reaches past the "
                f"{m.smem_size - 16} bytes of shared memory")

@@ -3,8 +3,9 @@
 Registered with judge.model.registry; tested by tests/model/test_model_ops_async.py and tests/model/test_model_ch4.py. The operand addresses and the accumulator fragment come from
 judge/hw/wgmma.py (descriptor decode, operand_address, fragment_coord), the course's own model of the
 PTX ISA tables. Supported: .m64nNk16 (.bf16 / .f16) and .m64nNk32 (.e4m3 / .e5m2) with .f32 accumulators, both from
-shared memory (descriptors), K-major (imm-trans 0), scale-a/b +-1, scale-d immediate or predicate.
-Anything else raises Unsupported.
+shared memory (descriptors), K-major (imm-trans 0) or, for .bf16 / .f16, MN-major (imm-trans 1: the
+operand's addresses as judge.hw.mma_layout states the MN-major layouts), any base offset, scale-a/b
++-1, scale-d immediate or predicate. Anything else raises Unsupported.
 
 Rules (PTX ISA, wgmma): the four warps of a warpgroup execute each wgmma.* together (.sync.aligned);
 wgmma.fence comes before the first mma_async and after any register write to its accumulators;
@@ -112,17 +113,18 @@ def mma_async(m, ins):
     imms = [int(o.value) for o in rest[1:]]
     sa, sb = (imms + [1, 1])[:2]
     ta, tb = (imms[2:] + [0, 0])[:2]
-    if ta or tb:
-        raise Unsupported(ins.op, "transposed (MN-major) wgmma operands")
+    if (ta or tb) and K != 16:
+        raise Unsupported(ins.op, "imm-trans with 8-bit operands (the PTX ISA allows it for .f16 / .bf16 only)")
+    major_a, major_b = ("MN" if ta else "K"), ("MN" if tb else "K")   # imm-trans 1: M (N) contiguous
     names = [o.name for o in dvec.items]
     rows = np.arange(64)[:, None]
     ks = np.arange(K)[None, :]
     nrows = np.arange(n)[:, None]
     frag = np.array([[_wg.fragment_coord(t, i, n) for i in range(n // 2)] for t in range(128)])   # (128, n/2, 2)
 
-    def operand(desc, R, lanes, c, what, el):
+    def operand(desc, R, lanes, c, what, el, major):
         eb = np.dtype(el).itemsize
-        addr = np.asarray(_wg.operand_address(desc, R, ks, elem_bytes=eb), np.int64)   # byte address of [row][k]
+        addr = np.asarray(_wg.operand_address(desc, R, ks, elem_bytes=eb, major=major), np.int64)   # [row][k]
         if (addr + eb > m.smem_size - 16).any():
             m.fail("shared-bounds", ins, f"wgmma operand {what} (descriptor {desc:#018x}) reaches past shared memory")
             raise checks.abort(m, "shared-bounds", ins, "wgmma operand out of shared memory")
@@ -144,13 +146,12 @@ def mma_async(m, ins):
             try:
                 dA = int(np.broadcast_to(np.asarray(m.rd(da, "b64", ins)), (m.n,))[t0])
                 dB = int(np.broadcast_to(np.asarray(m.rd(db, "b64", ins)), (m.n,))[t0])
-                if _wg.decode(dA).base_offset or _wg.decode(dB).base_offset:
-                    raise Unsupported(ins.op, "descriptor base offset other than 0")
+                _wg.decode(dA), _wg.decode(dB)
             except ValueError as e:
                 m.fail("wgmma-descriptor", ins, f"a malformed wgmma descriptor: {e}")
                 raise checks.abort(m, "wgmma-descriptor", ins, str(e)) from None
-            A, wa = operand(dA, rows, lanes, c, "A", el_a)
-            B, wb = operand(dB, nrows, lanes, c, "B", el_b)
+            A, wa = operand(dA, rows, lanes, c, "A", el_a, major_a)
+            B, wb = operand(dB, nrows, lanes, c, "B", el_b, major_b)
             prod = (sa * A) @ (sb * B).T                                       # (64, n)
             sd = scale_d_op
             if sd.kind in ("imm",):
