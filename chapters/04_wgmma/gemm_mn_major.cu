@@ -9,27 +9,31 @@
 #include "wgmma.cuh"
 
 #ifndef BN
-#define BN 128     // columns per block: two 64-column boxes of B (a 128B-swizzled box is 64 bf16 wide)
+#define BN 128     // columns per block
 #define BM 128     // rows per block: 2 consumer warpgroups x 64
 #define BK 64      // K per slot
 #define STAGES 4
+#define B_SPAN 128 // bytes of N per box of B: 128 (64 bf16, 128B swizzle) or 64 (32 bf16, 64B swizzle)
 #define TRANS_B 1  // imm-trans-b: 1 reads B N-major (this kernel's layout)
 #endif
+#define B_COLS (B_SPAN / 2)   // columns of N per box of B
 #define CONSUMERS (BM / 64)
 #define THREADS (128 * (CONSUMERS + 1))
 
-// The N-major B slot, as TMA leaves it: BN / 64 boxes of (64 n) x (BK k-rows), 128B swizzle. Each
-// k-row of a box is 128 bytes (64 consecutive n), 8 k-rows make a 1024-byte swizzle atom, and the
-// next 64 columns of N start one box (BK x 128 bytes) later. RULE (PTX ISA, "Matrix Descriptor
-// Format" and the canonical MN-major layouts): for a swizzled MN-major operand the two byte offsets
-// swap roles against K-major: LBO steps to the next span-wide block of N (here the next box,
-// BK x 128 bytes), SBO to the next group of 8 k-rows (8 x 128 = 1024 bytes). The k16 slice ks starts
-// 16 k-rows (ks x 2048 bytes) into the box. A K-major descriptor of these bytes (LBO unused,
-// SBO 1024, imm-trans-b 0) reads a different matrix: no fault, a wrong C.
+// The N-major B slot, as TMA leaves it: BN / B_COLS boxes of (B_COLS n) x (BK k-rows), swizzled over
+// B_SPAN bytes. Each k-row of a box is B_SPAN bytes of consecutive n, 8 k-rows make one swizzle atom
+// (8 x B_SPAN bytes), and the next B_COLS columns of N start one box (BK x B_SPAN bytes) later.
+// RULE (PTX ISA, "Matrix Descriptor Format" and the canonical MN-major layouts): for a swizzled
+// MN-major operand the two byte offsets swap roles against K-major: LBO steps to the next span-wide
+// block of N (here the next box, BK x B_SPAN bytes), SBO to the next group of 8 k-rows (8 x B_SPAN
+// bytes). The k16 slice ks starts 16 k-rows (ks x 16 x B_SPAN bytes) into the box. A K-major
+// descriptor of these bytes (LBO unused, SBO = 8 rows, imm-trans-b 0) reads a different matrix:
+// no fault, a wrong C.
 __device__ __forceinline__ unsigned long long desc_b_nmajor(const void* slice) {
+  constexpr unsigned long long layout = B_SPAN == 128 ? 1 : 2;   // 1: 128B swizzle, 2: 64B
   unsigned long long addr = tma::smem(slice);
-  return ((addr & 0x3FFFF) >> 4) | ((unsigned long long)((BK * 128) >> 4) << 16) |
-         ((1024ull >> 4) << 32) | (1ull << 62);
+  return ((addr & 0x3FFFF) >> 4) | ((unsigned long long)((BK * B_SPAN) >> 4) << 16) |
+         ((unsigned long long)((8 * B_SPAN) >> 4) << 32) | (layout << 62);
 }
 
 // D(64 x 128, fp32) += A(64 x 16, K-major by descriptor) * B(16 x 128 by descriptor), with
@@ -58,7 +62,7 @@ gemm_mn_major(const __grid_constant__ TensorMap mapA, const __grid_constant__ Te
               unsigned short* C, int M, int N, int K) {
   extern __shared__ unsigned char raw[];
   unsigned char* base = (unsigned char*)(((unsigned long long)raw + 1023) & ~1023ull);
-  constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, B_BOX = 64 * BK * 2;
+  constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, B_BOX = B_COLS * BK * 2;
   unsigned char* sA = base;
   unsigned char* sB = base + STAGES * A_BYTES;
   __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
@@ -83,10 +87,10 @@ gemm_mn_major(const __grid_constant__ TensorMap mapA, const __grid_constant__ Te
         tma::wait(&empty[s], (round & 1) ^ 1);  // round 0: parity 1, complete on a fresh barrier
         tma::arrive_expect_tx(&full[s], A_BYTES + B_BYTES);
         tma::load_2d(sA + s * A_BYTES, &mapA, kt * BK, m0, &full[s]);
-        // B is K x N row-major: its map's inner dimension is N, so a box is (64 n) x (BK k-rows).
+        // B is K x N row-major: its map's inner dimension is N, so a box is (B_COLS n) x (BK k-rows).
 #pragma unroll
-        for (int j = 0; j < BN / 64; ++j)
-          tma::load_2d(sB + s * B_BYTES + j * B_BOX, &mapB, n0 + 64 * j, kt * BK, &full[s]);
+        for (int j = 0; j < BN / B_COLS; ++j)
+          tma::load_2d(sB + s * B_BYTES + j * B_BOX, &mapB, n0 + B_COLS * j, kt * BK, &full[s]);
       }
     }
   } else {
@@ -102,7 +106,7 @@ gemm_mn_major(const __grid_constant__ TensorMap mapA, const __grid_constant__ Te
 #pragma unroll
       for (int k = 0; k < BK / 16; ++k)
         mma_n128_tb(acc, wg::desc_sw128(sA + s * A_BYTES + c * 64 * 128 + k * 32),
-                    desc_b_nmajor(sB + s * B_BYTES + k * 16 * 128), 1);
+                    desc_b_nmajor(sB + s * B_BYTES + k * 16 * B_SPAN), 1);
       wg::commit();
       wg::wait<0>();
       if (threadIdx.x % 128 == 0) tma::arrive(&empty[s]);

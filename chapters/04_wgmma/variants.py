@@ -76,6 +76,17 @@ def build(name: str, **defines):
     return _build.compile(HERE / KERNELS[name]["file"], defines=defines or None)
 
 
+def build_patched(name: str, old: str, new: str, **defines):
+    """The variant's file with one piece of text replaced (a mistake: the kernel plus one change),
+    compiled under the file's own name so the model's verdicts point into it. `old` occurs exactly once."""
+    path = HERE / KERNELS[name]["file"]
+    text = path.read_text()
+    if text.count(old) != 1:
+        raise ValueError(f"the patch must match {path.name} exactly once; {old!r} matches {text.count(old)} times")
+    full = _build.inline_headers(text.replace(old, new), path)
+    return _build.compile(full, target="sm_90a", defines=defines or None, name=path.name)
+
+
 def shared_bytes(name: str) -> int:
     """Dynamic shared memory: the ring, split-K's two 64 x 128 fp32 tiles, 1 KiB to align to 1024."""
     ring = STAGES * (BM + BN) * BK * 2
@@ -148,15 +159,15 @@ def tolerances(name: str) -> tuple[float, float]:
     return (RTOL_F32, NORM_F32) if name == "splitk" else (RTOL_BF16, NORM_BF16)
 
 
-def maps_and_args(name: str, ins: dict, M: int, N: int, K: int) -> tuple:
+def maps_and_args(name: str, ins: dict, M: int, N: int, K: int, b_span: int = 128) -> tuple:
     """Kernel arguments over NumPy arrays (the CPU model) or torch tensors (a GPU): the same maps.
     A box: 64 bf16 (128 bytes) x 128 rows, 128B swizzle. B: the same over N x K, or, N-major, a box of
-    64 columns x 64 k-rows of the K x N matrix (two per slot). C of split-K: a box of 128 fp32 x 64
+    b_span / 2 columns x 64 k-rows of the K x N matrix with the b_span-byte swizzle (gemm_mn_major's B_SPAN). C of split-K: a box of 128 fp32 x 64
     rows, no swizzle (the reduction's source is a plain row-major tile)."""
     a, b, c = ins["a"], ins["b"], ins["c"]
     ma = tma.tensor_map(a, box=(BK, BM), swizzle="128B")
     if name == "mn_major":
-        mb = tma.tensor_map(b, box=(64, BK), swizzle="128B")
+        mb = tma.tensor_map(b, box=(b_span // 2, BK), swizzle=f"{b_span}B")
     else:
         mb = tma.tensor_map(b, box=(BK, BN), swizzle="128B")
     dims = (np.int32(M), np.int32(N), np.int32(K))
@@ -168,10 +179,11 @@ def maps_and_args(name: str, ins: dict, M: int, N: int, K: int) -> tuple:
     return (ma, mb, cptr, *dims)
 
 
-def model_check(name: str, M: int, N: int, K: int, *, splits: int = 1, seed=None, kbuild=None):
+def model_check(name: str, M: int, N: int, K: int, *, splits: int = 1, seed=None, kbuild=None, b_span: int = 128):
     """Run one variant on the CPU model of the machine (judge.model, no GPU) against float64.
 
-    kbuild: a Build to run instead of the file as it is (a variant with one mistake, in the tests).
+    kbuild: a Build to run instead of the file as it is (a variant with one mistake, in the tests);
+    b_span: the B_SPAN that build was compiled with (gemm_mn_major: 128 or 64 bytes of N per box of B).
     Small sizes only (seconds per 256 x 256 x 256)."""
     check_size(name, M, N, K)
     seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
@@ -179,7 +191,7 @@ def model_check(name: str, M: int, N: int, K: int, *, splits: int = 1, seed=None
     ins = host_inputs(name, M, N, K, rng)
     kb = kbuild or build(name)
     _launch.launch(kb, KERNELS[name]["kernel"], grid=grid(name, M, N, splits), block=(THREADS, 1, 1),
-                   args=maps_and_args(name, ins, M, N, K), shared_bytes=shared_bytes(name))
+                   args=maps_and_args(name, ins, M, N, K, b_span), shared_bytes=shared_bytes(name))
     ref, atol = expected(name, ins["a"].astype(np.float64), ins["b"].astype(np.float64), ins.get("scale"))
     rtol, norm = tolerances(name)
     return _cmp.compare(ins["c"].astype(np.float32), ref, rtol=rtol, atol=atol, norm_tol=norm,

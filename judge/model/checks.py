@@ -452,7 +452,8 @@ def early_accumulator_access(m, name, ins, what):
     """A register access to accumulator `name` while a wgmma writing it may still run."""
     ins = ins or m.k.code[m.cur_pc]
     t = int(np.nonzero(m.acc_pending[name] & m.cur_mask)[0][0])
-    op = next((o for o in m.wg_ops if name in o["names"] and t in set(o["lanes"].tolist())), None)
+    op = next((o for o in m.wg_ops if (name in o["names"] or name in o.get("a_names", ()))
+               and t in set(o["lanes"].tolist())), None)
     reads_a = op is not None and name in op.get("a_names", ())
     fail(m, "wgmma-accumulator", ins,
               f"{m.tdesc(t)} {what}s {'A-fragment' if reads_a else 'accumulator'} register {name} at "
