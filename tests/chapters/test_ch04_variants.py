@@ -42,7 +42,7 @@ def test_each_file_says_what_it_is_and_carries_its_judge_line():
     for k in variants.KERNELS.values():
         text = (variants.HERE / k["file"]).read_text()
         assert text.startswith(f"// {k['file']} - ")
-        assert "// judge: target=sm_90a features=" in text and f'extern "C" __global__' in text
+        assert "// judge: target=sm_90a features=" in text and 'extern "C" __global__' in text
 
 
 def test_mn_major_reads_b_transposed_from_shared_memory():

@@ -124,7 +124,6 @@ def mma_async(m, ins):
     major_a, major_b = ("MN" if ta else "K"), ("MN" if tb else "K")   # imm-trans 1: M (N) contiguous
     names = [o.name for o in dvec.items]
     a_names = [o.name for o in da.items] if a_regs else []
-    m.acc_names.update(a_names)           # their writes are tracked from here on (wgmma.fence rule below)
     # A fragment of m64k16 (PTX ISA, "Register Fragments": wgmma .m64nNk16 A): thread t (warp w, lane l)
     # holds in register j the pair of elements at row 16w + l/4 + 8 (j % 2), columns 2 (l % 4) + 8 (j // 2) + {0, 1}
     tt = np.arange(128)
@@ -166,6 +165,7 @@ def mma_async(m, ins):
                 m.fail("wgmma-descriptor", ins, f"a malformed wgmma descriptor: {e}")
                 raise checks.abort(m, "wgmma-descriptor", ins, str(e)) from None
             if a_regs:
+                m.acc_names.update(a_names)   # their writes are tracked from the first issue on (wgmma.fence rule)
                 for nm in a_names:
                     w = m.wg_written.get(nm)
                     if w is not None and (w[lanes] > m.wg_fence[lanes]).any():
