@@ -155,8 +155,9 @@ def expected(name: str, a64, b64, scale=None):
     return ref, atol
 
 
-def tolerances(name: str) -> tuple[float, float]:
-    return (RTOL_F32, NORM_F32) if name == "splitk" else (RTOL_BF16, NORM_BF16)
+def tolerances(fp32_out: bool) -> tuple[float, float]:
+    """(rtol, norm_tol) for an fp32 C (split-K) or a bf16 C (the rest, and every cuBLAS call here)."""
+    return (RTOL_F32, NORM_F32) if fp32_out else (RTOL_BF16, NORM_BF16)
 
 
 def maps_and_args(name: str, ins: dict, M: int, N: int, K: int, b_span: int = 128) -> tuple:
@@ -193,7 +194,7 @@ def model_check(name: str, M: int, N: int, K: int, *, splits: int = 1, seed=None
     _launch.launch(kb, KERNELS[name]["kernel"], grid=grid(name, M, N, splits), block=(THREADS, 1, 1),
                    args=maps_and_args(name, ins, M, N, K, b_span), shared_bytes=shared_bytes(name))
     ref, atol = expected(name, ins["a"].astype(np.float64), ins["b"].astype(np.float64), ins.get("scale"))
-    rtol, norm = tolerances(name)
+    rtol, norm = tolerances(name == "splitk")
     return _cmp.compare(ins["c"].astype(np.float32), ref, rtol=rtol, atol=atol, norm_tol=norm,
                         case=f"{name} on the CPU model: M={M} N={N} K={K} splits={splits} seed={seed}")
 
@@ -227,7 +228,8 @@ def _device_inputs(name, M, N, K, seed):
 
 
 def check_device(name: str, ins: dict, c, case: str, seed: int):
-    """Compare a GPU output with float64 on a random sample of rows x columns (all of them up to 512)."""
+    """Compare a GPU output with float64 on a random sample of rows x columns (all of them up to 512).
+    name: the product c should hold: "mn_major" (A B), "rs" (diag(scale) A B^T), else A B^T."""
     torch = _torch()
     M, N = c.shape
     g = torch.Generator(device="cuda").manual_seed(seed + 1)
@@ -239,7 +241,7 @@ def check_device(name: str, ins: dict, c, case: str, seed: int):
     scale = ins["scale"][rows].cpu().numpy() if name == "rs" else None
     ref, atol = expected(name, a64, b64, scale)
     got = c[rows][:, cols].float().cpu().numpy()
-    rtol, norm = tolerances(name)
+    rtol, norm = tolerances(c.dtype == torch.float32)
     return _cmp.compare(got, ref, rtol=rtol, atol=atol, norm_tol=norm,
                         case=f"{case} (sample of {len(rows)} rows x {len(cols)} columns)")
 
@@ -264,79 +266,126 @@ def device_launcher(name: str, M: int, N: int, K: int, splits: int = 1, kb=None)
 
 
 def cublas_launchers(name: str) -> dict:
-    """cuBLAS through torch on the same layouts: {label: launch(ins)} (the first is the one compared)."""
+    """cuBLAS through torch on the same layouts: {label: (launch(ins), the product it computes)}; the
+    first is the one the kernel is compared with. Every one writes a bf16 C (split-K's kernel writes fp32)."""
     torch = _torch()
     out: dict = {}
     if name == "mn_major":
-        out["cuBLAS a @ b (b K x N)"] = lambda ins: torch.matmul(ins["a"], ins["b"], out=ins["cb"])
+        out["cuBLAS a @ b (b K x N)"] = (lambda ins: torch.matmul(ins["a"], ins["b"], out=ins["cb"]), "mn_major")
     elif name == "rs":
         def scaled(ins):          # the same work: scale A (an elementwise kernel), then the GEMM
             torch.matmul((ins["a"] * ins["scale"][:, None]).to(torch.bfloat16), ins["b"].T, out=ins["cb"])
-        out["cuBLAS scale + a @ b.T"] = scaled
-        out["cuBLAS a @ b.T alone"] = lambda ins: torch.matmul(ins["a"], ins["b"].T, out=ins["cb"])
+        out["cuBLAS scale + a @ b.T"] = (scaled, "rs")
+        out["cuBLAS a @ b.T alone (no scale)"] = (lambda ins: torch.matmul(ins["a"], ins["b"].T, out=ins["cb"]), "plain")
     else:
-        out["cuBLAS a @ b.T (bf16 C)"] = lambda ins: torch.matmul(ins["a"], ins["b"].T, out=ins["cb"])
+        out["cuBLAS a @ b.T (bf16 C)"] = (lambda ins: torch.matmul(ins["a"], ins["b"].T, out=ins["cb"]), "plain")
     return out
 
 
-def measure(reps: int = 10, shapes: dict | None = None) -> dict:
-    """Every variant and cuBLAS on SHAPES, one run on one GPU: {"rows": [...], "errors": [...]}.
+def _clocks() -> str:
+    """nvidia-smi's SM clock and active throttle reasons, or why they could not be read."""
+    import subprocess
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks_throttle_reasons.active",
+                            "--format=csv,noheader"], capture_output=True, text=True, timeout=10)
+        return r.stdout.strip() or r.stderr.strip()
+    except Exception as e:  # noqa: BLE001 - a note beside the figures, never a reason to stop
+        return f"({type(e).__name__}: {e})"
 
-    A row: {kernel, shape, splits, label, TFLOPS, "of cuBLAS", ms, spread, ok, rel_err, grid}. The
-    first row of each (kernel, shape) is the cuBLAS call it is compared with."""
+
+def measure(reps: int = 10, shapes: dict | None = None, rounds: int = 2) -> dict:
+    """Every variant and cuBLAS on SHAPES, one run on one GPU: {"rows", "errors", "clocks"}.
+
+    Per shape: each kernel is launched once on fresh inputs (C poisoned) and checked, inside a try (a
+    failure is an entry of "errors" with its message, and the rest still run); then cuBLAS and every
+    kernel that passed are timed in turn, `rounds` times over (so clocks and heat treat them alike),
+    ms the median of the rounds' medians; every timed output is checked again after its timing.
+    A row: {kernel, shape, splits, label, TFLOPS, "of cuBLAS", ms, spread, ok, rel_err, grid}; the
+    first row of each (kernel, shape) is the cuBLAS call the kernel's "of cuBLAS" divides by."""
     torch = _torch()
     shapes = shapes or SHAPES
     rows, errors = [], []
+    clocks = {"start": _clocks()}
     for name, plan in shapes.items():
         try:
             kb = build(name)
-        except Exception as e:  # noqa: BLE001 - one failure is a recorded row, not the end of the run
-            errors.append({"kernel": name, "error": f"build: {type(e).__name__}: {e}"})
+        except Exception as e:  # noqa: BLE001 - one failure is a recorded entry, not the end of the run
+            errors.append({"kernel": name, "error": f"build: {type(e).__name__}: {e}"[:2000]})
             continue
         for entry in plan:
             (M, N, K), splits_list = (entry if name == "splitk" else (entry, (1,)))
             shape = f"{M}x{N}x{K}"
-            seeds = [int.from_bytes(os.urandom(4), "little") for _ in range(2)]
-            sets = [_device_inputs(name, M, N, K, s) for s in seeds]
-            for s in sets:
-                s["cb"] = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+            try:
+                seeds = [int.from_bytes(os.urandom(4), "little") for _ in range(2)]
+                sets = [_device_inputs(name, M, N, K, s) for s in seeds]
+            except Exception as e:  # noqa: BLE001
+                errors.append({"kernel": name, "shape": shape, "error": f"inputs: {type(e).__name__}: {e}"[:2000]})
+                continue
             flops = 2.0 * M * N * K
-            base = None
-            for label, fn in cublas_launchers(name).items():
-                t = timing.bench(fn, [(s,) for s in sets], flops=flops, reps=reps)
-                last = sets[(reps - 1) % 2]
-                cmp = check_device(name, last, last["cb"], f"{label} {shape}", seeds[0])
-                base = base or t.tflops
-                rows.append({"kernel": name, "shape": shape, "splits": None, "label": label,
-                             "TFLOPS": t.tflops, "of cuBLAS": t.tflops / base, "ms": t.median_ms,
-                             "spread": t.spread, "ok": bool(cmp.ok), "rel_err": cmp.rel_err})
+            # (label, launch, product checked, output key, splits, grid); every run writes an output of
+            # its own, so the check after timing reads what that run wrote last
+            runs = []
+            for i, (label, (fn, product)) in enumerate(cublas_launchers(name).items()):
+                for st in sets:
+                    st[f"cb{i}"] = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+                runs.append((label, lambda st, fn=fn, key=f"cb{i}": fn({**st, "cb": st[key]}), product,
+                             f"cb{i}", None, None))
             for splits in splits_list:
                 label = KERNELS[name]["file"] + (f", {splits} K ranges" if name == "splitk" else "")
+                key = f"c{splits}"
                 try:
+                    for st in sets:
+                        st[key] = torch.full_like(st["c"], float("nan"))
                     launch = device_launcher(name, M, N, K, splits, kb)
+                    run = (lambda st, launch=launch, key=key: launch({**st, "c": st[key]}))
                     first = sets[0]
-                    first["c"].fill_(float("nan"))
-                    launch(first)                        # once, checked, before any timing
+                    run(first)                           # once, checked, before any timing
                     torch.cuda.synchronize()
-                    pre = check_device(name, first, first["c"], f"{label} {shape} (first launch)", seeds[0])
+                    pre = check_device(name, first, first[key], f"{label} {shape} (first launch)", seeds[0])
                     if not pre.ok:
                         raise RuntimeError(pre.message)
-                    t = timing.bench(launch, [(s,) for s in sets], flops=flops, reps=reps)
-                    torch.cuda.synchronize()
-                    last = sets[(reps - 1) % 2]
-                    cmp = check_device(name, last, last["c"], f"{label} {shape} (after timing)", seeds[0])
                 except Exception as e:  # noqa: BLE001 - recorded with its message; the next one runs
                     errors.append({"kernel": name, "shape": shape, "splits": splits,
                                    "error": f"{type(e).__name__}: {e}"[:2000]})
                     continue
                 g = launch.grid
+                runs.append((label, run, name, key, splits, g[0] * g[1] * g[2]))
+            times: dict = {r[0]: [] for r in runs}
+            for _ in range(rounds):
+                for label, fn, product, out, splits, g in list(runs):
+                    if label not in times:
+                        continue
+                    try:
+                        times[label].append(timing.bench(fn, [(st,) for st in sets], flops=flops, reps=reps))
+                        torch.cuda.synchronize()
+                    except Exception as e:  # noqa: BLE001
+                        errors.append({"kernel": name, "shape": shape, "splits": splits, "label": label,
+                                       "error": f"timing: {type(e).__name__}: {e}"[:2000]})
+                        del times[label]
+            base = None
+            for label, fn, product, out, splits, g in runs:
+                if label not in times:
+                    continue
+                last = sets[(reps - 1) % 2]                  # the last timed launch used this set
+                try:
+                    cmp = check_device(product, last, last[out], f"{label} {shape} (after timing)", seeds[0])
+                except Exception as e:  # noqa: BLE001
+                    errors.append({"kernel": name, "shape": shape, "label": label,
+                                   "error": f"check: {type(e).__name__}: {e}"[:2000]})
+                    continue
+                ts = times[label]
+                ms = float(np.median([t.median_ms for t in ts]))
+                tflops = flops / (ms * 1e-3) / 1e12
+                if out.startswith("cb") and base is None:
+                    base = tflops
                 rows.append({"kernel": name, "shape": shape, "splits": splits, "label": label,
-                             "TFLOPS": t.tflops, "of cuBLAS": t.tflops / base, "ms": t.median_ms,
-                             "spread": t.spread, "ok": bool(cmp.ok), "rel_err": cmp.rel_err,
-                             "check": cmp.message or "ok", "grid": g[0] * g[1] * g[2]})
+                             "TFLOPS": tflops, "of cuBLAS": tflops / base if base else None, "ms": ms,
+                             "spread": max(t.spread for t in ts), "ok": bool(cmp.ok), "rel_err": cmp.rel_err,
+                             "check": cmp.message or "ok", "grid": g})
             del sets
             torch.cuda.empty_cache()
-    return {"rows": rows, "errors": errors}
+    clocks["end"] = _clocks()
+    return {"rows": rows, "errors": errors, "clocks": clocks, "reps": reps, "rounds": rounds}
 
 
 if __name__ == "__main__":
