@@ -20,6 +20,15 @@
 // Two partials alternate so one wgmma group stays in flight; three 64 x BN arrays need BN = 128.
 // The same promotion step is where per-K-block scales would be applied.
 //
+// FINE=1 (with PROMOTE=1): the scales of fine-grained FP8 recipes, applied at that promotion step.
+//   scale_a: one per row of A and 128-wide block of K ("1 x 128", per token), stored block-major:
+//            scale_a[kb * M + m] (a column-major M x ceil(K/128) array, as torch._scaled_mm takes it);
+//   scale_b: one per 128 x 128 block of B: scale_b[nb * ceil(K/128) + kb] (row-major ceil(N/128) x ceil(K/128)).
+//   C[m][n] = sum over kb of scale_a[m, kb] * scale_b[n / 128, kb] * (A B^T restricted to block kb)[m][n].
+//   A slice is BK = 128 = one K block, and a tile's BN = 128 columns are one B block, so each slice's
+//   partial is multiplied by one number per row (a thread's fragment holds two rows: two numbers)
+//   and added with an FFMA instead of an FADD; the epilogue then only rounds. The scales of slice
+//   kt are loaded before its data is waited for, so their latency hides under the wait.
 // The design is gemm_08_tma_store.cu's without the cluster:
 //   warpgroup 0  producer: one thread issues the TMA loads of a STAGES-deep ring; setmaxnreg
 //                gives its registers away.
@@ -42,6 +51,12 @@
 
 #ifndef PROMOTE
 #define PROMOTE 0       // 1: promote each slice's partial sum into a separate fp32 accumulator (below)
+#endif
+#ifndef FINE
+#define FINE 0          // 1 (with PROMOTE=1): fine-grained scales, applied where each slice is promoted
+#endif
+#if FINE && !PROMOTE
+#error "FINE=1 needs PROMOTE=1: fine-grained scales change along K, so they are applied per slice at promotion"
 #endif
 #ifndef BN
 #if PROMOTE
@@ -76,6 +91,13 @@ __device__ __forceinline__ void mma_slice(float (&d)[BN / 2], const unsigned cha
 __device__ __forceinline__ void add_into(float (&acc)[BN / 2], const float (&p)[BN / 2]) {
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) acc[i] += p[i];
+}
+
+// FINE: acc += p x the row's scale. Fragment element i lies in the thread's first row (s0) when
+// (i / 2) is even, its second (8 rows lower, s1) when odd; i is a compile-time constant, so no select.
+__device__ __forceinline__ void add_scaled(float (&acc)[BN / 2], const float (&p)[BN / 2], float s0, float s1) {
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] = fmaf(p[i], ((i >> 1) & 1) ? s1 : s0, acc[i]);
 }
 
 // Tile t -> (tile row, tile column), GROUP_M tile-rows at a time, column by column.
@@ -160,17 +182,35 @@ gemm_fp8(const __grid_constant__ TensorMap mapA, const __grid_constant__ TensorM
       // value. Choosing part0 or part1 with an `if` makes the compiler merge the two with selp,
       // which reads the accumulators of a wgmma still in flight; so the loop is unrolled by two
       // and each wgmma names its array statically.
+#if FINE
+      // This thread's two rows of the tile, and the scales of the slice promoted last (ps0, ps1).
+      const int r0 = m0 + c * 64 + 16 * w + l / 4, r1 = r0 + 8;
+      const float* sb_row = scale_b + (size_t)(n0 / SCALE_ROWS) * k_tiles;
+      float ps0 = 0.f, ps1 = 0.f;
+#define PROMOTE_INTO(q) add_scaled(acc, q, ps0, ps1)
+#else
+#define PROMOTE_INTO(q) add_into(acc, q)
+#endif
       auto slice = [&](float (&p)[BN / 2], float (&q)[BN / 2], int kt) {
         const int s = it % STAGES, round = it / STAGES;
+#if FINE
+        const float sbk = sb_row[kt];                // rows past M have no scale: they are clipped anyway
+        const float cs0 = r0 < M ? scale_a[(size_t)kt * M + r0] * sbk : 0.f;
+        const float cs1 = r1 < M ? scale_a[(size_t)kt * M + r1] * sbk : 0.f;
+#endif
         tma::wait(&full[s], round & 1);
         wg::fence();                                 // after add_into last read p's registers
         mma_slice(p, sA + s * A_BYTES + c * 64 * BK, sB + s * B_BYTES, 0);
         wg::commit();
         wg::wait<1>();                               // the previous slice's group has finished
         if (kt >= 1) {
-          add_into(acc, q);
+          PROMOTE_INTO(q);                           // slice kt - 1, with its own scales
           if (t128 == 0) tma::arrive(&empty[(it - 1) % STAGES]);
         }
+#if FINE
+        ps0 = cs0;
+        ps1 = cs1;
+#endif
         ++it;
       };
       int kt = 0;
@@ -181,11 +221,12 @@ gemm_fp8(const __grid_constant__ TensorMap mapA, const __grid_constant__ TensorM
       if (kt < k_tiles) {                            // an odd number of slices: the last is in part0
         slice(part0, part1, kt);
         wg::wait<0>();
-        add_into(acc, part0);
+        PROMOTE_INTO(part0);
       } else {
         wg::wait<0>();
-        if (k_tiles >= 1) add_into(acc, part1);
+        if (k_tiles >= 1) PROMOTE_INTO(part1);
       }
+#undef PROMOTE_INTO
       if (k_tiles >= 1 && t128 == 0) tma::arrive(&empty[(it - 1) % STAGES]);
 #else
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
@@ -206,11 +247,11 @@ gemm_fp8(const __grid_constant__ TensorMap mapA, const __grid_constant__ TensorM
       // Epilogue: 64 x BN fp32 -> x scale_a x scale_b -> bf16 -> shared (BN / 128 pieces of
       // 64 x 128) -> TMA store. The block's 128 rows are one scale_a block; each piece of 128
       // columns is one scale_b block, so each piece multiplies by one number.
-      const float sa = scale_a[m0 / SCALE_ROWS];
+      const float sa = FINE ? 1.f : scale_a[m0 / SCALE_ROWS];   // FINE: scaled at promotion already
 #pragma unroll
       for (int h = 0; h < BN / 128; ++h) {
         const int nb = n0 + h * 128;                 // a half past N is clipped by the store
-        const float sab = nb < N ? sa * scale_b[nb / SCALE_ROWS] : 0.f;
+        const float sab = nb < N ? (FINE ? 1.f : sa * scale_b[nb / SCALE_ROWS]) : 0.f;
         if (t128 == 0) tma::wait_read<0>();          // the previous store has read myC
         wg::named_sync(1 + c, 128);
 #pragma unroll

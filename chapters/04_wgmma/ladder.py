@@ -3,12 +3,14 @@
 The notebook chapters/04_wgmma.ipynb and tests/chapters/test_ch04_kernels.py call these functions:
 
     import sys; sys.path.insert(0, "chapters/04_wgmma"); import ladder
-    [r["name"] for r in ladder.RUNGS]            # the eight rungs, in order
+    [r["name"] for r in ladder.RUNGS]            # the nine rungs, in order
     ladder.build_rung("TMA store + L2 order").sass      # any machine: NVRTC -> sm_90a -> SASS
     ladder.check_rung("persistent", 1000, 1032, 520)    # an H200: a judge.grading.compare.Comparison
     ladder.model_check("TMA store + L2 order", 256, 256, 200)   # any machine: the CPU model of the GPU
     rows = ladder.measure_ladder()                # an H200: every rung and cuBLAS, one run
     tl = ladder.timeline()                        # an H200: %globaltimer per stage, and its cost
+    tl9 = ladder.timeline(name="ping-pong")       # the same for rung 9; ladder.pingpong_spans(tl9) per tile
+    rows = ladder.measure_shapes()                # an H200: rungs 8 and 9 and cuBLAS on ladder.SHAPES
     python chapters/04_wgmma/ladder.py            # an H200: checks, table, timeline (the device script)
 
 The problem. C = A @ B^T with A (M x K) and B (N x K) bfloat16, both row-major ("K-major": the
@@ -99,23 +101,32 @@ RUNGS: list[dict] = [
      "what": "swizzled smem + TMA store epilogue, grouped tile order, one wgmma group kept in flight",
      "defines": {}, "tile": (128, 256), "threads": 384, "stages": 4, "persistent": True,
      "cluster": 2, "box_b": 128, "tma_store": True},
+    {"name": "ping-pong", "file": "gemm_09_pingpong.cu", "kernel": "gemm_pingpong",
+     "what": "each consumer owns whole 128x128 tiles; ordered named barriers alternate the two consumers' "
+             "mainloops and epilogues, so one's epilogue runs under the other's wgmma",
+     "defines": {}, "tile": (128, 128), "threads": 384, "stages": 6, "persistent": True,
+     "cluster": 2, "box_b": 64, "tma_store": True, "epilogue_buffers": 2},
 ]
 _TOP_DEFINES = {"BN": 256, "BM": 128, "BK": 64, "STAGES": 4, "GROUP_M": 8}   # gemm_08's #ifndef block
 #: Measured beside the ladder, not rungs of it: the top rung with one thing taken away.
 VARIANTS: list[dict] = [
-    {**RUNGS[-1], "name": "TMA store + L2 order, no cluster",
+    {**RUNGS[7], "name": "TMA store + L2 order, no cluster",
      "what": "the top rung with clusters of 1: plain TMA loads of the whole B slice, no multicast",
      "defines": {"CLUSTER": 1}, "cluster": 1, "box_b": 256},
-    {**RUNGS[-1], "name": "TMA store + L2 order, row-major order",
+    {**RUNGS[7], "name": "TMA store + L2 order, row-major order",
      "what": "the top rung with GROUP_M 1: tiles walked row by row, as on rungs 5 to 7",
      "defines": {**_TOP_DEFINES, "GROUP_M": 1, "RELEASE_LAG": 1}},
-    {**RUNGS[-1], "name": "TMA store + L2 order, BK 32 x 8 stages",
+    {**RUNGS[7], "name": "TMA store + L2 order, BK 32 x 8 stages",
      "what": "the top rung with slices of 32 (64-byte rows, 64B swizzle) in 8 stages: the same bytes, "
              "freed in smaller steps, so more of the ring is loading at any time",
      "defines": {**_TOP_DEFINES, "BK": 32, "STAGES": 8, "RELEASE_LAG": 1}, "stages": 8, "bk": 32},
-    {**RUNGS[-1], "name": "TMA store + L2 order, release lag 0",
+    {**RUNGS[7], "name": "TMA store + L2 order, release lag 0",
      "what": "the top rung with wgmma.wait_group 0 before each release (no group kept in flight)",
      "defines": {**_TOP_DEFINES, "RELEASE_LAG": 0}},
+    {**RUNGS[8], "name": "ping-pong, 64x256 tiles",
+     "what": "rung 9 with 64x256 tiles per consumer (one m64n256k16 per k-step) in a 4-stage ring",
+     "defines": {"BN": 256, "BM": 64, "BK": 64, "STAGES": 4, "GROUP_M": 16, "RELEASE_LAG": 1},
+     "tile": (64, 256), "stages": 4, "box_b": 128},
 ]
 BEST = "TMA store + L2 order"
 BEST_WITHOUT_CLUSTER = "TMA store + L2 order, no cluster"
@@ -142,7 +153,8 @@ def shared_bytes(r: dict) -> int:
     """Dynamic shared memory of a rung: the ring, the epilogue buffers, 1 KiB to align to 1024."""
     bm, bn = r["tile"]
     ring = r["stages"] * (bm + bn) * r.get("bk", BK) * 2
-    epilogue = (bm // 64) * 64 * 128 * 2 if r["tma_store"] else 0
+    # one 64 x 128 bf16 staging buffer per consumer warpgroup
+    epilogue = r.get("epilogue_buffers", bm // 64) * 64 * 128 * 2 if r["tma_store"] else 0
     return ring + epilogue + 1024
 
 
@@ -403,8 +415,90 @@ def measure_ladder(sizes=(4096, 8192), rungs=None, reps: int = 20) -> list[dict]
     return rows
 
 
-def timeline(n: int = 4096, reps: int = 20) -> dict:
-    """%globaltimer per stage of block 0 of the best rung (built with -DTIMELINE), and the cost.
+#: Transformer projections (M = tokens; N x K the weight of a layer): what the ladder meets outside
+#: cubes. Llama-3-8B (hidden 4096, 8 KV heads of 128, MLP 14336) and Llama-3-70B (hidden 8192, MLP 28672);
+#: "N several times K" (an up projection) and "K several times N" (a down projection).
+SHAPES: list[dict] = [
+    {"layer": "8B QKV projection", "M": 16384, "N": 6144, "K": 4096},
+    {"layer": "8B MLP up (gate or up)", "M": 8192, "N": 14336, "K": 4096},
+    {"layer": "8B MLP down", "M": 8192, "N": 4096, "K": 14336},
+    {"layer": "70B MLP up (gate and up fused)", "M": 4096, "N": 57344, "K": 8192},
+    {"layer": "70B MLP down", "M": 16384, "N": 8192, "K": 28672},
+]
+
+
+def shape_facts(r: dict, M: int, N: int, K: int, sms: int = 132) -> dict:
+    """What a rung's tiling makes of a shape: tiles, waves over the SMs, slices per tile."""
+    bm, bn = r["tile"]
+    tiles = -(-M // bm) * -(-N // bn)
+    waves = tiles / sms                           # one tile per SM at a time (clusters: the pair together)
+    return {"tiles": tiles, "waves": round(waves, 2), "last wave full": round(waves / math.ceil(waves), 3),
+            "k slices": -(-K // r.get("bk", BK))}
+
+
+def measure_shapes(shapes=None, rungs=(BEST, "ping-pong"), reps: int = 10) -> list[dict]:
+    """Each rung and cuBLAS bf16 on each transformer shape, in this one process, interleaved.
+
+    Per shape: fresh random inputs (two sets), then two rounds in opposite order (cuBLAS, rungs...,
+    rungs reversed, cuBLAS), each judge.gpu.timing.bench; a kernel's figure is the mean of its two
+    medians, so drift in clocks or heat during the shape counts against every kernel alike. Each
+    kernel's C after its timed runs is compared with float64 on a random sample of rows x columns.
+    Rows: {layer, M, N, K, rung, TFLOPS, "of cuBLAS", ms, spread, ok, rel_err, tiles, waves, ...}.
+    """
+    torch = _torch()
+    rows = []
+    for sh in shapes or SHAPES:
+        M, N, K = sh["M"], sh["N"], sh["K"]
+        seeds = [int.from_bytes(os.urandom(4), "little") for _ in range(2)]
+        sets = []
+        for s in seeds:
+            g = torch.Generator(device="cuda").manual_seed(s)
+            sets.append((torch.randn(M, K, device="cuda", generator=g).to(torch.bfloat16),
+                         torch.randn(N, K, device="cuda", generator=g).to(torch.bfloat16)))
+        c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+        flops = 2.0 * M * N * K
+        names = ["cuBLAS bf16 (torch)"] + list(rungs)
+        launches = {"cuBLAS bf16 (torch)": cublas_launcher()}
+        launches.update({n: launcher(n, M, N, K) for n in rungs})
+        ms = {n: [] for n in names}
+        spread = {n: [] for n in names}
+        checks = {}
+        for order in (names, names[::-1]):
+            for n in order:
+                c.fill_(float("nan"))
+                t = timing.bench(launches[n], [(a, b, c) for a, b in sets], flops=flops, reps=reps)
+                _sync()
+                ms[n].append(t.median_ms)
+                spread[n].append(t.spread)
+                if n not in checks:
+                    checks[n] = compare_output(c, *sets[(reps - 1) % 2], case=f"{n} {M}x{N}x{K} (after timing)",
+                                               seed=seeds[0])
+        base = float(np.mean(ms["cuBLAS bf16 (torch)"]))
+        for n in names:
+            m = float(np.mean(ms[n]))
+            row = {**sh, "rung": n, "TFLOPS": flops / m / 1e9, "of cuBLAS": base / m, "ms": m,
+                   "spread": float(max(spread[n])), "ok": bool(checks[n].ok), "rel_err": checks[n].rel_err}
+            if n != "cuBLAS bf16 (torch)":
+                row.update(shape_facts(rung(n), M, N, K))
+                row["grid"] = launches[n].grid[0]
+            rows.append(row)
+        del sets, c
+        torch.cuda.empty_cache()
+    return rows
+
+
+def shapes_table(rows) -> str:
+    out = [f"{'layer':32s} {'M':>6s} {'N':>6s} {'K':>6s} {'kernel':22s} {'TFLOPS':>7s} {'of cuBLAS':>9s} "
+           f"{'waves':>6s} {'ok':>3s}"]
+    for r in rows:
+        out.append(f"{r['layer']:32s} {r['M']:6d} {r['N']:6d} {r['K']:6d} {r['rung'][:22]:22s} {r['TFLOPS']:7.1f} "
+                   f"{r['of cuBLAS']:9.3f} {r.get('waves', ''):>6} {'yes' if r['ok'] else 'NO':>3s}")
+    return "\n".join(out)
+
+
+def timeline(n: int = 4096, reps: int = 20, name: str = BEST) -> dict:
+    """%globaltimer per stage of block 0 of a rung built with -DTIMELINE (the best rung unless named:
+    gemm_08 and gemm_09 record one), and the cost.
 
     Returns times in ns from the first mark: producer [(wait_start, issued)] per k-slice,
     consumers [[(wait_start, data_ready, released)] per k-slice] for each consumer, epilogues
@@ -416,8 +510,8 @@ def timeline(n: int = 4096, reps: int = 20) -> dict:
     sets = [_inputs(n, n, n, s) for s in seeds]
     c = _poisoned(n, n)
     buf = torch.zeros(TIMELINE_ROLES * TIMELINE_EVENTS * 4, device="cuda", dtype=torch.int64)
-    plain = launcher(BEST, n, n, n)
-    timed = launcher(BEST, n, n, n, build=build_rung(BEST, TIMELINE=None), timeline_buf=buf)
+    plain = launcher(name, n, n, n)
+    timed = launcher(name, n, n, n, build=build_rung(name, TIMELINE=None), timeline_buf=buf)
     flops = 2.0 * n ** 3
     # alternate the two builds so that clocks and heat treat them alike
     t_plain, t_timed = [], []
@@ -442,7 +536,7 @@ def timeline(n: int = 4096, reps: int = 20) -> dict:
         return [tuple(int(x - t0) for x in e[:cols]) for e in ev[keep]]
 
     ms_plain, ms_timed = float(np.median(t_plain)), float(np.median(t_timed))
-    return {"n": n, "producer": rel(0, 2), "consumers": [rel(1, 3), rel(2, 3)],
+    return {"n": n, "rung": name, "producer": rel(0, 2), "consumers": [rel(1, 3), rel(2, 3)],
             "epilogues": [rel(3, 2), rel(4, 2)], "ms_plain": ms_plain, "ms_timed": ms_timed,
             "cost": ms_timed / ms_plain - 1.0, "ok": bool(cmp.ok), "check": cmp.message or "ok"}
 
@@ -575,6 +669,12 @@ CLAIMS: list[tuple] = [
      "shared-memory stores now show as {c[smem bank conflicts]:.3g} bank conflicts and an mio_throttle stall",
      lambda c, p: (c["tensor pipe %"] > p["tensor pipe %"] + 3 and _ratio(c, p, "DRAM bytes") < 1
                    and _stall(c, "mio_throttle") > 0)),
+    ("ping-pong", "TMA store + L2 order",
+     "each consumer owns a 128x128 tile (all one warpgroup's 232 registers hold) instead of sharing a 128x256 "
+     "one, so each loaded byte feeds less math: TMA load bytes {r_tma:.2f}x, L2 bytes {mb_p} -> {mb_c} "
+     "({r_l2:.2f}x); the epilogues run under the other consumer's wgmma, yet the tensor pipe is busy "
+     "{c[tensor pipe %]:.0f} % of the time (was {p[tensor pipe %]:.0f} %), top stall {top_c}",
+     lambda c, p: _ratio(c, p, "TMA load bytes") > 1.2 and c["tensor pipe %"] < p["tensor pipe %"]),
     # the variants: the top rung with one thing taken away, compared with the top rung
     ("TMA store + L2 order, no cluster", "TMA store + L2 order",
      "without multicast, L2 bytes {mb_p} -> {mb_c} ({r_l2:.2f}x) and DRAM bytes {r_dram:.2f}x; tensor pipe "
@@ -588,6 +688,11 @@ CLAIMS: list[tuple] = [
      "waiting for every wgmma group before releasing its slot: barrier stalls {bar_p:.1f} -> {bar_c:.1f} warps "
      "per issue ({top_c})",
      lambda c, p: _stall(c, "barrier") > _stall(p, "barrier")),
+    ("ping-pong, 64x256 tiles", "ping-pong",
+     "64x256 tiles bring 2 (1/64 + 1/256) = 0.039 bytes of operand per MAC instead of 2 (2/128) = 0.031: "
+     "TMA load bytes {r_tma:.2f}x "
+     "of the 128x128 tiles', tensor pipe {p[tensor pipe %]:.0f} % -> {c[tensor pipe %]:.0f} %",
+     lambda c, p: _ratio(c, p, "TMA load bytes") > 1.1 and c["tensor pipe %"] < p["tensor pipe %"]),
 ]
 
 
@@ -723,6 +828,61 @@ def draw_counters(counters: dict | None, names=None):
     ax2.set_xlabel("warps stalled per issued instruction (top 4 reasons per kernel)")
     ax2.legend(fontsize=7, loc="lower right")
     fig.suptitle("Nsight Compute on the H200, 4096³, one profiled launch per kernel (counters, not times)", fontsize=10)
+    return fig
+
+
+def pingpong_spans(tl: dict) -> dict:
+    """From a ping-pong timeline (timeline(name="ping-pong")): per consumer, [(tile, mainloop start, mainloop
+    end, epilogue start, epilogue end)] in µs, a mainloop from its first slice's data to its last release
+    (the timeline's times are ns from block 0's first mark)."""
+    out = {}
+    for c, (cons, epi) in enumerate(zip(tl["consumers"], tl["epilogues"])):
+        spans = []
+        per = len(cons) // max(1, len(epi))            # slices per tile (every tile has the same K)
+        for q, e in enumerate(epi):
+            sl = cons[q * per:(q + 1) * per]
+            if not sl or e[0] == 0:
+                continue
+            # the block's tile number: consumer c computes tiles c, c + 2, ...
+            spans.append((2 * q + c, sl[0][1] / 1e3, sl[-1][2] / 1e3, e[0] / 1e3, e[1] / 1e3))
+        out[f"consumer {c}"] = spans
+    return out
+
+
+def pingpong_overlap(spans: dict) -> list[dict]:
+    """Per consumer: the share of its epilogue time during which the other consumer was in a mainloop
+    (1.0: every epilogue ran entirely under the other's wgmma), and the median epilogue and mainloop in µs."""
+    out = []
+    names = list(spans)
+    for who in names:
+        other = [s for k in names if k != who for s in spans[k]]
+        epi = [(e0, e1) for _, _, _, e0, e1 in spans[who]]
+        covered = sum(max(0.0, min(e1, m1) - max(e0, m0)) for e0, e1 in epi for _, m0, m1, _, _ in other)
+        total = sum(e1 - e0 for e0, e1 in epi)
+        out.append({"consumer": who, "tiles": len(epi), "epilogue µs (median)":
+                    float(np.median([e1 - e0 for e0, e1 in epi])) if epi else float("nan"),
+                    "mainloop µs (median)": float(np.median([m1 - m0 for _, m0, m1, _, _ in spans[who]]))
+                    if epi else float("nan"),
+                    "epilogue under the other's mainloop": covered / total if total else float("nan")})
+    return out
+
+
+def draw_pingpong(rec: dict, tiles: int = 6):
+    """Mainloops and epilogues of both consumers of block 0 on one time axis, from a record holding
+    "spans" (pingpong_spans) and "n": a matplotlib Figure."""
+    from matplotlib.figure import Figure
+    spans = rec["spans"]
+    fig = Figure(figsize=(12, 2.4), layout="constrained")
+    ax = fig.subplots()
+    t0 = min(s[1] for v in spans.values() for s in v[:tiles]) if any(spans.values()) else 0.0
+    for y, (who, v) in enumerate(spans.items()):
+        for q, m0, m1, e0, e1 in v[:tiles]:
+            ax.barh(y, m1 - m0, left=m0 - t0, color="#4c72b0", edgecolor="white")
+            ax.barh(y, e1 - e0, left=e0 - t0, color="#dd8452", edgecolor="white")
+            ax.text((m0 + m1) / 2 - t0, y, f"tile {q}", ha="center", va="center", color="white", fontsize=7)
+    ax.set_yticks(range(len(spans)), list(spans))
+    ax.set_xlabel("µs (blue: mainloop, first slice's data to last release; orange: epilogue)")
+    ax.set_title(f"ping-pong, block 0, n = {rec['n']}: the consumers take turns", fontsize=10)
     return fig
 
 

@@ -740,6 +740,162 @@ def print_compare(res: dict) -> None:
                                    "share != correctly rounded")} for r in res["accuracy"]])
 
 
+
+# ----------------------------------------------------------------------------- fine-grained scales (FINE=1)
+# gemm_fp8.cu built with PROMOTE=1 FINE=1: the scales of fine-grained FP8 recipes, one per row of A and
+# 128-wide block of K (1 x 128, "per token") and one per 128 x 128 block of B, applied to each slice's
+# partial sum as it is promoted into the fp32 accumulator (K = 128 per slice). Its like-for-like
+# reference is torch._scaled_mm with the same block-wise scales (the ScalingType BlockWise1x128 for A and
+# BlockWise128x128 for B of torch 2.9+: scale_a an M x K/128 column-major array, scale_b K/128 x N/128,
+# the transposed view of a row-major N/128 x K/128 array; it promotes too).
+#
+#   fine_build()                  any machine: the compiled kernel
+#   fine_model_check(M, N, K)     any machine: the CPU model runs it against float64
+#   fine_vs_blockwise()           an H200: accuracy and speed against torch._scaled_mm, block-wise scales
+#
+# Inputs are exact E4M3 values and the scales are random float32, so the float64 reference (each E4M3
+# value times its scales, summed) is exact: a path's error is its accumulation plus the bf16 rounding.
+FINE_DEFINES = {"PROMOTE": 1, "FINE": 1}
+
+
+def fine_build():
+    """Compile gemm_fp8.cu with PROMOTE=1 FINE=1 for sm_90a (any machine)."""
+    from judge.gpu import build
+    return build.compile(_fp8_source(), defines=FINE_DEFINES)
+
+
+def fine_reference(qa, qb, sa, sb) -> np.ndarray:
+    """float64 C = sum over K blocks kb of sa[kb, m] sb[n / 128, kb] (qa qb^T over kb), from NumPy arrays:
+    qa (M x K), qb (N x K) as float64 E4M3 values, sa (KB x M), sb (NB x KB) float32."""
+    M, K = qa.shape
+    N = qb.shape[0]
+    r = FP8_SCALE_ROWS
+    a = qa * np.repeat(sa.T.astype(np.float64), r, axis=1)[:, :K]
+    b = qb * np.repeat(np.repeat(sb.astype(np.float64), r, axis=0), r, axis=1)[:N, :K]
+    return a @ b.T
+
+
+def fine_model_check(M: int = 256, N: int = 256, K: int = 512, seed=None):
+    """The FINE=1 kernel on the CPU model of the machine (judge.model), fresh random inputs, C poisoned:
+    a judge.grading.compare.Comparison against fine_reference (norm within REL_TOL, every output written)."""
+    import ml_dtypes
+
+    from judge.grading import compare
+    from judge.gpu import launch as _launch
+    from judge.hw import tma
+    fp8_check_size(M, N, K)
+    seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
+    rng = np.random.default_rng(seed)
+    KB, NB = -(-K // FP8_SCALE_ROWS), -(-N // FP8_SCALE_ROWS)
+
+    def aligned(shape, dtype):
+        n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        raw = np.empty(n + 1024, np.uint8)
+        off = -raw.ctypes.data % 1024
+        return raw[off:off + n].view(dtype).reshape(shape)
+    e4m3 = ml_dtypes.float8_e4m3fn
+    qa, qb = aligned((M, K), e4m3), aligned((N, K), e4m3)
+    qa[...] = (rng.standard_normal((M, K)) * 8).astype(np.float32).astype(e4m3)
+    qb[...] = (rng.standard_normal((N, K)) * 8).astype(np.float32).astype(e4m3)
+    sa = (2.0 ** rng.uniform(-6, -2, (KB, M))).astype(np.float32)
+    sb = (2.0 ** rng.uniform(-6, -2, (NB, KB))).astype(np.float32)
+    c = aligned((M, N), ml_dtypes.bfloat16)
+    c[...] = np.nan
+    bm, bn = FP8_TILE[True]
+    maps = (tma.tensor_map(qa.view(np.uint8), box=(FP8_BK, bm), swizzle="128B"),
+            tma.tensor_map(qb.view(np.uint8), box=(FP8_BK, bn), swizzle="128B"),
+            tma.tensor_map(c, box=(64, 64), swizzle="128B"))
+    tiles = -(-M // bm) * -(-N // bn)
+    _launch.launch(fine_build(), FP8_KERNEL, grid=(min(2, tiles), 1, 1), block=(FP8_THREADS, 1, 1),
+                   args=(*maps, sa, sb, np.int32(M), np.int32(N), np.int32(K)), shared_bytes=fp8_shared_bytes(True))
+    ref = fine_reference(qa.astype(np.float64), qb.astype(np.float64), sa, sb)
+    return compare.compare(c.astype(np.float32), ref, rtol=np.inf, atol=np.inf, norm_tol=REL_TOL,
+                           case=f"gemm_fp8.cu FINE=1 on the CPU model: M={M} N={N} K={K} seed={seed}")
+
+
+def _fine_set(M, N, K, seed):
+    """On the GPU: exact E4M3 A (M x K) and B (N x K), random scales sa (KB x M) and sb (NB x KB), and the
+    float64 reference (exact, see above)."""
+    import torch
+    g = torch.Generator(device="cuda").manual_seed(int(seed))
+    KB, NB = -(-K // FP8_SCALE_ROWS), -(-N // FP8_SCALE_ROWS)
+    qa = (torch.randn(M, K, device="cuda", generator=g) * 8).to(torch.float8_e4m3fn)
+    qb = (torch.randn(N, K, device="cuda", generator=g) * 8).to(torch.float8_e4m3fn)
+    sa = torch.exp2(torch.rand(KB, M, device="cuda", generator=g) * 4 - 6).contiguous()
+    sb = torch.exp2(torch.rand(NB, KB, device="cuda", generator=g) * 4 - 6).contiguous()
+    r = FP8_SCALE_ROWS
+    a64 = qa.double() * sa.double().t().repeat_interleave(r, dim=1)[:, :K]
+    b64 = qb.double() * sb.double().repeat_interleave(r, dim=0).repeat_interleave(r, dim=1)[:N, :K]
+    return {"qa": qa, "qb": qb, "sa": sa, "sb": sb, "ref": a64 @ b64.T}
+
+
+def _blockwise(qa, qb, c, sa, sb):
+    """torch._scaled_mm with the kernel's own scale arrays: scale_a (M x KB, column-major) = sa^T,
+    scale_b (KB x NB) = sb^T; bf16 out, the default (promoting) accumulation."""
+    import torch
+    return torch._scaled_mm(qa, qb.t(), scale_a=sa.t(), scale_b=sb.t(), out_dtype=torch.bfloat16)
+
+
+def fine_vs_blockwise(sizes=(4096, 8192), rounds: int = 20, accuracy_shapes=((1024, 1024, 16384),)) -> dict:
+    """gemm_fp8.cu FINE=1 against torch._scaled_mm with the same block-wise scales, on an H200.
+
+    Per size n^3: two fresh input sets; each path's output checked against the exact float64 reference
+    before the timed rounds (relative error norm, every output finite); then _interleaved rounds (ABBA...,
+    L2 flushed, inputs alternating) and the ratio of the medians; nvidia-smi's SM clock and throttle
+    reasons read before and after. accuracy_shapes: the same check at long K. Returns {"speed": rows,
+    "accuracy": rows, "clock": [...]} ; a path torch refuses is a row with its error."""
+    import torch
+
+    from judge.grading import compare
+    b = fine_build()
+    out = {"speed": [], "accuracy": [], "clock": [smi_now()]}
+    shapes = [(n, n, n) for n in sizes] + [tuple(x) for x in accuracy_shapes]
+    for M, N, K in shapes:
+        timed = (M, N, K) in [(n, n, n) for n in sizes]
+        sets = [_fine_set(M, N, K, int.from_bytes(os.urandom(4), "little")) for _ in range(2 if timed else 1)]
+        cs = [compare.poison(torch.empty(M, N, device="cuda", dtype=torch.bfloat16)) for _ in sets]
+        kern = fp8_launcher(M, N, K, build=b, promote=True)
+        ins = [(s["qa"], s["qb"], c, s["sa"], s["sb"]) for s, c in zip(sets, cs)]
+        kern(*ins[0])
+        _sync()
+        errs = {"gemm_fp8.cu FINE=1": _rel_err64(cs[0], sets[0]["ref"])}
+        try:
+            got = _blockwise(*ins[0])
+            _sync()
+            errs["torch._scaled_mm, block-wise scales"] = _rel_err64(got, sets[0]["ref"])
+            del got
+            have_mm = True
+        except (RuntimeError, NotImplementedError) as e:
+            errs["torch._scaled_mm, block-wise scales"] = (float("nan"), -1)
+            out["blockwise_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+            have_mm = False
+        for path, (rel, bad) in errs.items():
+            out["accuracy"].append({"M": M, "N": N, "K": K, "path": path, "rel_err": rel, "not finite": bad,
+                                    "ok": bad == 0 and rel < REL_TOL})
+        if timed:
+            launches = {"gemm_fp8.cu FINE=1": kern}
+            if have_mm:
+                launches["torch._scaled_mm, block-wise scales"] = _blockwise
+            ms = _interleaved(launches, ins, rounds)
+            for c in cs:                                  # the kernel's last outputs, checked again
+                compare.poison(c)
+            for i in ins:
+                kern(*i)
+            _sync()
+            after = max(_rel_err64(c, s["ref"])[0] for c, s in zip(cs, sets))
+            med = {p: float(np.median(v)) for p, v in ms.items()}
+            base = med.get("torch._scaled_mm, block-wise scales")
+            for p, m in med.items():
+                out["speed"].append({"n": M, "path": p, "ms": m, "TFLOPS": 2.0 * M * N * K / m / 1e9,
+                                     "of _scaled_mm block-wise": base / m if base else None,
+                                     "p10_ms": float(np.percentile(ms[p], 10)),
+                                     "p90_ms": float(np.percentile(ms[p], 90)),
+                                     **({"rel_err after timing": after} if p.startswith("gemm") else {})})
+            out["clock"].append(smi_now())
+        del sets, cs, ins
+        torch.cuda.empty_cache()
+    return out
+
 if __name__ == "__main__":
     import argparse
     import json
@@ -747,7 +903,7 @@ if __name__ == "__main__":
     from pathlib import Path
     from judge import show
     ap = argparse.ArgumentParser(prog="python chapters/05_blackwell/fp8.py", description=__doc__.split("\n")[0])
-    ap.add_argument("what", nargs="?", choices=("wgmma", "ceilings", "compare"),
+    ap.add_argument("what", nargs="?", choices=("wgmma", "ceilings", "compare", "fine"),
                     help="wgmma: the kernel against _scaled_mm (the notebook's table); ceilings: cuBLAS bf16 "
                          "and FP8 (the default without --out); compare: like for like and accumulation error "
                          "(the default with --out)")
@@ -763,6 +919,14 @@ if __name__ == "__main__":
         if out_dir:
             (Path(out_dir) / "wgmma_fp8.json").write_text(json.dumps(r, indent=1))
         sys.exit(0 if all(x["ok"] for x in r) else 1)
+    if what == "fine":                     # FINE=1: fine-grained scales against block-wise _scaled_mm
+        res = fine_vs_blockwise()
+        if out_dir:
+            (Path(out_dir) / "fp8_fine.json").write_text(json.dumps(res, indent=1, default=str))
+        show.table(res["accuracy"], floatfmt="{:.4g}")
+        show.table(res["speed"], floatfmt="{:.4g}")
+        print([(c.get("samples") or c.get("error")) for c in res["clock"]])
+        sys.exit(0 if all(r["ok"] for r in res["accuracy"] if r["path"].startswith("gemm")) else 1)
     if what == "compare":
         res = compare_run()
         if out_dir:                               # first, so that nothing after it can lose the figures

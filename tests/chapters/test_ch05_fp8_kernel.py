@@ -81,3 +81,52 @@ def test_the_kernel_matches_float64_on_an_h200():
     assert fp8.wgmma_fp8_check(200, 264, 272)            # edges: partial tiles in M, N and K
     assert fp8.wgmma_fp8_check(256, 256, 512, promote=True)
     assert fp8.wgmma_fp8_check(200, 264, 272, promote=True)   # 3 K slices: the odd one after the loop
+
+
+# ------------------------------------------------------------------ FINE=1: fine-grained scales at promotion
+def test_the_fine_grained_variant_promotes_with_ffma_and_does_not_spill():
+    f = fp8.fine_build()
+    assert set(re.findall(r"QGMMA\.\S+", f.sass_of("gemm_fp8"))) == {"QGMMA.64x128x32.F32.E4M3.E4M3"}
+    res = f.resources["gemm_fp8"]
+    assert res["spill_stores"] == 0 and res["spill_loads"] == 0 and res["local"] == 0, res
+    assert "FFMA" in f.sass_of("gemm_fp8") and not [line for line in f.log.splitlines() if "C75" in line], f.log
+
+
+@pytest.mark.parametrize("shape", [(256, 256, 512), (200, 264, 272)])
+def test_the_fine_grained_variant_matches_float64_on_the_cpu_model(shape):
+    pytest.importorskip("ml_dtypes")
+    r = fp8.fine_model_check(*shape)
+    assert r.ok, r.message
+
+
+def _fine_with(monkeypatch, src, name):
+    from judge.gpu import build
+    b = build.compile(src, name=name, defines=fp8.FINE_DEFINES)
+    monkeypatch.setattr(fp8, "fine_build", lambda: b)
+    return fp8.fine_model_check(256, 256, 512)
+
+
+def test_fine_grained_scales_applied_to_the_wrong_slice_or_row_are_caught(monkeypatch):
+    pytest.importorskip("ml_dtypes")
+    src = fp8._fp8_source().read_text()
+    line = "          PROMOTE_INTO(q);                           // slice kt - 1, with its own scales\n"
+    assert line in src and "((i >> 1) & 1) ? s1 : s0" in src
+    # the scales of the slice just issued, not of the one being promoted
+    early = src.replace(line, "          ps0 = cs0; ps1 = cs1; PROMOTE_INTO(q);\n")
+    assert not _fine_with(monkeypatch, early, "fine_early_scales.cu").ok
+    # the two rows of a thread's fragment swapped
+    swapped = src.replace("((i >> 1) & 1) ? s1 : s0", "((i >> 1) & 1) ? s0 : s1")
+    assert not _fine_with(monkeypatch, swapped, "fine_rows_swapped.cu").ok
+    # written another way and correct: multiply, then add (two roundings instead of one FFMA)
+    mul_add = src.replace("acc[i] = fmaf(p[i], ((i >> 1) & 1) ? s1 : s0, acc[i]);",
+                          "acc[i] += p[i] * (((i >> 1) & 1) ? s1 : s0);")
+    assert mul_add != src
+    r = _fine_with(monkeypatch, mul_add, "fine_mul_add.cu")
+    assert r.ok, r.message
+
+
+def test_the_fine_grained_variant_matches_float64_on_an_h200():
+    gpu.need("sm_90")
+    res = fp8.fine_vs_blockwise(sizes=(), accuracy_shapes=((256, 256, 512), (200, 264, 272)))
+    mine = [r for r in res["accuracy"] if r["path"].startswith("gemm")]
+    assert mine and all(r["ok"] for r in mine), mine

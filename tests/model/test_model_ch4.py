@@ -143,3 +143,43 @@ def test_a_consumer_that_releases_a_slot_before_its_wgmma_finished_is_caught():
         run_rung("warp specialized", K=384, b=b)     # 6 k-slices through a 4-slot ring: slots are refilled
     assert e.value.rule in ("async-overwrite-race", "async-read-overwritten")
     assert "wgmma.mma_async" in e.value.message          # names the read that was still running
+
+
+def test_a_ping_pong_consumer_that_gives_the_turn_to_itself_hangs_and_one_that_gives_it_later_passes():
+    # Rung 9's consumers take turns through named barriers 3 and 4: consumer c waits on 3 + c and, its
+    # mainloop issued, arrives on the OTHER one. Arriving on its own barrier leaves both waiting.
+    src = (CH4 / "gemm_09_pingpong.cu").read_text()
+    old = "if (q + 1 < my_tiles) turn_give(BAR_MAIN + 1 - c);\n"
+    assert old in src
+    bad = src.replace(old, "if (q + 1 < my_tiles) turn_give(BAR_MAIN + c);   // own barrier\n")
+    with pytest.raises(model.Hang) as e:
+        run_rung("ping-pong", M=512, b=build.compile(bad, name="gemm_09_own_turn.cu"))
+    assert "blocked" in str(e.value)
+    # Written another way and correct: the turn is given only after the tile's wgmma have all finished
+    # (later than needed, so the tensor cores idle between tiles, but every arrival still meets its wait).
+    late = src.replace(old, "").replace(
+        "      wg::wait<0>();                                 // the tile's last groups\n",
+        "      wg::wait<0>();                                 // the tile's last groups\n"
+        "      if (q + 1 < my_tiles) turn_give(BAR_MAIN + 1 - c);\n")
+    assert late.count("turn_give(BAR_MAIN + 1 - c)") == 1 and late != src
+    for M in (640, 1152):                       # 3 and 5 tiles: the first consumer has the last tile
+        C, ref, rep = run_rung("ping-pong", M=M, N=128, b=build.compile(late, name="gemm_09_late_turn.cu"))
+        assert bf16_ok(C, ref)
+        assert rep.counts["bar.arrive"] > 0
+
+
+def test_a_ping_pong_without_the_mainloop_turn_is_caught():
+    # Without its turn, consumer 1 waits for ring position k_tiles at launch: with k_tiles >= STAGES that
+    # slot is still a phase behind, the parity wait passes at once, and it works on a slot that is not its
+    # own (PTX ISA, mbarrier.try_wait.parity). On the H200 this build faulted; the model must not pass it.
+    src = (CH4 / "gemm_09_pingpong.cu").read_text()
+    old = "      if (q > 0) turn_wait(BAR_MAIN + c);            // tile q - 1's wgmma are all issued\n"
+    assert old in src
+    bad = src.replace(old, "").replace("if (q + 1 < my_tiles) turn_give(BAR_MAIN + 1 - c);", "")
+    b = build.compile(bad, name="gemm_09_no_turns.cu")
+    with pytest.raises((model.Hang, model.Violation)):
+        C, ref, rep = run_rung("ping-pong", M=512, N=256, K=768, b=b)     # 12 slices per tile, 6 stages
+        assert bf16_ok(C, ref)                   # (a silent wrong result would fail here instead)
+    # the kernel as it is, on the same shape, passes
+    C, ref, rep = run_rung("ping-pong", M=512, N=256, K=768)
+    assert bf16_ok(C, ref)
