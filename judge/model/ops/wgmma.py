@@ -124,11 +124,10 @@ def mma_async(m, ins):
     major_a, major_b = ("MN" if ta else "K"), ("MN" if tb else "K")   # imm-trans 1: M (N) contiguous
     names = [o.name for o in dvec.items]
     a_names = [o.name for o in da.items] if a_regs else []
-    # A fragment of m64k16 (PTX ISA, "Register Fragments": wgmma .m64nNk16 A): thread t (warp w, lane l)
-    # holds in register j the pair of elements at row 16w + l/4 + 8 (j % 2), columns 2 (l % 4) + 8 (j // 2) + {0, 1}
-    tt = np.arange(128)
-    a_row = (16 * (tt // 32) + (tt % 32) // 4)[:, None] + 8 * (np.arange(4) % 2)[None, :]        # (128, 4)
-    a_col = (2 * (tt % 4))[:, None] + 8 * (np.arange(4) // 2)[None, :]
+    # A's register fragment of m64k16 (judge.hw.wgmma.a_fragment_coord): register j of thread t holds
+    # the pair at (row, k) and (row, k + 1)
+    a_rc = np.array([[_wg.a_fragment_coord(t, j) for j in range(4)] for t in range(128)])        # (128, 4, 2)
+    a_row, a_col = a_rc[..., 0], a_rc[..., 1]
     rows = np.arange(64)[:, None]
     ks = np.arange(K)[None, :]
     nrows = np.arange(n)[:, None]
