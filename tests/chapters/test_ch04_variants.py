@@ -45,6 +45,12 @@ def test_each_file_says_what_it_is_and_carries_its_judge_line():
         assert "// judge: target=sm_90a features=" in text and 'extern "C" __global__' in text
 
 
+@pytest.mark.parametrize("name", list(variants.KERNELS))
+def test_no_kernel_has_setmaxnreg_ignored_or_wgmma_serialized_in_its_compile_log(name):
+    log = variants.build(name).log
+    assert "C7508" not in log and "C7515" not in log and "spill" not in log.replace("0 bytes spill", ""), log
+
+
 def test_mn_major_reads_b_transposed_from_shared_memory():
     s = kernel_sass("mn_major")
     gmma = [ln for ln in s.splitlines() if "HGMMA" in ln]
