@@ -40,6 +40,7 @@ FEATURES: dict[str, Feature] = {
     "proxy.fence": Feature(r"\bFENCE\.VIEW\.ASYNC\b", "async-proxy fences (FENCE.VIEW.ASYNC)"),
     "cluster.barrier": Feature(r"\bUCGABAR_(?:ARV|WAIT)\b", "cluster barriers (UCGABAR_ARV / UCGABAR_WAIT)"),
     "wgmma": Feature(r"\b[HQI]GMMA\b", "warpgroup MMA (HGMMA / QGMMA / IGMMA)"),
+    "wgmma.rs": Feature(r"\b[HQI]GMMA\.\S+\s+R\d+,\s*R\d+,\s*gdesc\[", "warpgroup MMA with A from registers (HGMMA ... Rd, Ra, gdesc[B])"),
     "setmaxnreg": Feature(r"\bUSETMAXREG\b", "register reallocation (USETMAXREG)"),
     "mma.sync": Feature(r"\bHMMA\b", "warp-level MMA (HMMA), the pre-Hopper tensor-core path"),
     "tcgen05": Feature(r"\bUTC[HQ]MMA\b", "Blackwell tcgen05 MMA (UTCHMMA / UTCQMMA)"),

@@ -272,6 +272,21 @@ def fragment_coord(thread: int, reg: int, n: int = 64) -> tuple[int, int]:
     return row, col
 
 
+def a_fragment_coord(thread: int, reg: int) -> tuple[int, int]:
+    """(row, k) of the lower bf16/f16 element that register a[reg] (0..3, .b32) of `thread` holds in the
+    register form of wgmma .m64nNk16 (A from registers); the upper half of the register holds (row, k + 1).
+    PTX ISA, wgmma "Register Fragments", matrix A of .m64nNk16: warp w owns rows 16w..16w+15, lane l
+    row l / 4 of each 8-row band and columns 2 (l % 4) + {0, 1} of each 8-column half; a[0] upper band
+    left half, a[1] lower band, a[2] upper band right half, a[3] lower band right half (the accumulator's
+    pattern with 16 columns)."""
+    if not 0 <= thread < 128:
+        raise ValueError(f"a warpgroup has threads 0..127, not {thread}")
+    if not 0 <= reg < 4:
+        raise ValueError(f"the A fragment of m64nNk16 is four .b32 registers per thread, not a[{reg}]")
+    warp, lane = divmod(thread, 32)
+    return 16 * warp + lane // 4 + 8 * (reg % 2), 2 * (lane % 4) + 8 * (reg // 2)
+
+
 def fragment_owner(row: int, col: int, n: int = 64) -> tuple[int, int]:
     """(thread, reg): who holds C[row][col] of an m64nN fp32 accumulator."""
     _check_n(n)

@@ -91,13 +91,14 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    "async-read-overwritten"; a thread that exits while its store may still read shared memory is
    "exit-before-bulk-read" (the block's shared memory is released at exit).
 9. wgmma (m64nNk16 .bf16/.f16 and m64nNk32 .e4m3/.e5m2 operands from shared-memory descriptors,
-   .f32 accumulators, K-major;
-   operand addresses and the accumulator fragment from judge/hw/wgmma.py). PTX: wgmma.fence before the
-   first mma_async and after register writes to its accumulators ("wgmma-fence"); operands are read
-   through the async proxy (generic stores need fence.proxy.async: "proxy-fence"); accumulators may
-   not be touched until wgmma.wait_group covers the group ("wgmma-accumulator"); all 128 threads of
-   the warpgroup execute each wgmma.* together ("wgmma-aligned"). MODEL: the operand bytes count as
-   being read until the covering wait, and the wait is one warpgroup-wide event.
+   .f32 accumulators, K-major or, for .bf16/.f16, MN-major; m64nNk16 .bf16/.f16 with A's fragment in
+   registers; operand addresses and the accumulator fragment from judge/hw/wgmma.py). PTX: wgmma.fence
+   before the first mma_async and after register writes to its accumulators or to A's registers
+   ("wgmma-fence"); operands are read through the async proxy (generic stores need fence.proxy.async:
+   "proxy-fence"); accumulators, and A's registers, may not be touched until wgmma.wait_group covers
+   the group ("wgmma-accumulator"); all 128 threads of the warpgroup execute each wgmma.* together
+   ("wgmma-aligned"). MODEL: the operand bytes count as being read until the covering wait, and the
+   wait is one warpgroup-wide event.
 10. Clusters: all blocks of a cluster run together (__cluster_dims__ / .reqnctapercluster decides the
    shape); barrier.cluster.arrive/wait, mapa, ld/st.shared::cluster (DSMEM), multicast TMA with
    ctaMask (each destination block's mbarrier receives its bytes). PTX ISA, barrier.cluster: only
@@ -131,7 +132,7 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    too ("a loop that never ends"): size the model's cases so a correct run stays far below it.
    Clusters run one after another, so a kernel with global atomics or volatile/acquire loads that
    runs past the budget with more than one cluster may be waiting for another block: Unsupported.
-12. Anything else the model does not know (im2col TMA, wgmma with A in registers or other types,
+12. Anything else the model does not know (im2col TMA, wgmma with other types,
    barrier reductions, calls other than __assertfail, textures, ...) raises Unsupported naming the
    PTX instruction: never a verdict.
 13. A machine no kernel can tell from an H200: %nsmid reads `sms` (132), %smid the SM the block

@@ -214,8 +214,8 @@ RULES: dict[str, Rule] = {
                  "trap aborts the kernel (a device-side assert that failed)"),
     "wgmma-accumulator": Rule("Asynchronous Warpgroup Level Matrix Instructions: wgmma.mma_async, "
                               "wgmma.wait_group",
-                              "the accumulator registers of a wgmma.mma_async may not be accessed until a "
-                              "wgmma.wait_group covers it"),
+                              "the accumulator registers (and, in the register form, the A-fragment registers) "
+                              "of a wgmma.mma_async may not be accessed until a wgmma.wait_group covers it"),
     "wgmma-aligned": Rule("Asynchronous Warpgroup Level Matrix Instructions (.sync.aligned)",
                           "all 128 threads of the warpgroup execute the same wgmma instruction together"),
     "wgmma-descriptor": Rule("Asynchronous Warpgroup Level Matrix Instructions: Matrix Descriptor Format",
@@ -452,10 +452,12 @@ def early_accumulator_access(m, name, ins, what):
     """A register access to accumulator `name` while a wgmma writing it may still run."""
     ins = ins or m.k.code[m.cur_pc]
     t = int(np.nonzero(m.acc_pending[name] & m.cur_mask)[0][0])
-    op = next((o for o in m.wg_ops if name in o["names"] and t in set(o["lanes"].tolist())), None)
+    op = next((o for o in m.wg_ops if (name in o["names"] or name in o.get("a_names", ()))
+               and t in set(o["lanes"].tolist())), None)
+    reads_a = op is not None and name in op.get("a_names", ())
     fail(m, "wgmma-accumulator", ins,
-              f"{m.tdesc(t)} {what}s accumulator register {name} at {m.where(ins)} while the "
-              f"wgmma.mma_async writing it"
+              f"{m.tdesc(t)} {what}s {'A-fragment' if reads_a else 'accumulator'} register {name} at "
+              f"{m.where(ins)} while the wgmma.mma_async {'reading' if reads_a else 'writing'} it"
               + (f" (issued at {m.where(m.k.code[op['pc']])})" if op else "")
               + " may still be running: wgmma.commit_group, then wgmma.wait_group must cover it first")
 

@@ -177,3 +177,23 @@ def test_an_fp4_operand_marked_mn_major_is_a_verdict_and_an_fp8_one_is_read():
     assert e.value.rule == "tcgen05-idesc"
     c, ref, mag = tcgen05_run("e4m3", "128B", "K", "MN", N=128)   # the same bit on an E4M3 B: read, and right
     assert t_close(c, ref, mag)
+
+
+def test_the_register_form_a_fragment_is_the_isa_layout_written_as_strides():
+    # The same layout written another way: thread (t0 = lane % 4, t1 = lane / 4, t2 = warp) and value
+    # (v0, v1, v2) of 2 x 2 x 2 bf16 land at index t0*128 + t1 + t2*16 + v0*64 + v1*8 + v2*512 of the
+    # 64 x 16 slice stored column-major (index = row + 64 k); register a[j] holds values 2j and 2j + 1.
+    def by_strides(t, j, v0, v1_of=lambda j: j % 2, v2_of=lambda j: j // 2):
+        idx = (t % 4) * 128 + ((t % 32) // 4) + (t // 32) * 16 + v0 * 64 + v1_of(j) * 8 + v2_of(j) * 512
+        return idx % 64, idx // 64
+
+    for t in range(128):
+        for j in range(4):
+            row, k = hw_wgmma.a_fragment_coord(t, j)
+            for v0 in (0, 1):
+                assert (row, k + v0) == by_strides(t, j, v0), (t, j, v0)
+    # the comparison sees a mistake: registers 1 and 2 swapped (k halves before row bands) differ
+    swapped = [by_strides(t, j, 0, v1_of=lambda j: j // 2, v2_of=lambda j: j % 2) for t in range(128) for j in range(4)]
+    assert swapped != [hw_wgmma.a_fragment_coord(t, j) for t in range(128) for j in range(4)]
+    with pytest.raises(ValueError, match="four .b32 registers"):
+        hw_wgmma.a_fragment_coord(0, 4)

@@ -5,13 +5,15 @@ judge/hw/wgmma.py (descriptor decode, operand_address, fragment_coord), the cour
 PTX ISA tables. Supported: .m64nNk16 (.bf16 / .f16) and .m64nNk32 (.e4m3 / .e5m2) with .f32 accumulators, both from
 shared memory (descriptors), K-major (imm-trans 0) or, for .bf16 / .f16, MN-major (imm-trans 1: the
 operand's addresses as judge.hw.mma_layout states the MN-major layouts), any base offset, scale-a/b
-+-1, scale-d immediate or predicate. Anything else raises Unsupported.
++-1, scale-d immediate or predicate; and the register form of .m64nNk16 .bf16 / .f16 (A's fragment in
+four .b32 registers per thread, B by descriptor). Anything else raises Unsupported.
 
 Rules (PTX ISA, wgmma): the four warps of a warpgroup execute each wgmma.* together (.sync.aligned);
 wgmma.fence comes before the first mma_async and after any register write to its accumulators;
 mma_async reads its shared-memory operands through the async proxy (generic stores need
 fence.proxy.async) and writes its accumulators asynchronously: they may not be read or written
-until wgmma.wait_group covers the group (commit_group closes a group). MODEL: the operands must be
+until wgmma.wait_group covers the group (commit_group closes a group); in the register form the same
+holds for A's registers, and a write to them since the last wgmma.fence is "wgmma-fence". MODEL: the operands must be
 visible at issue (same checks as a TMA store); the shared bytes count as being read until the wait
 (an overwrite before it is a race); reading an accumulator early is "wgmma-accumulator".
 The accumulators a wgmma completes are marked (judge.model.state's taint, source "wgmma"), and global stores
@@ -106,17 +108,26 @@ def mma_async(m, ins):
     dvec, da, db = ins.args[0], ins.args[1], ins.args[2]
     if dvec.kind != "vec" or len(dvec.items) != n // 2:
         raise Unsupported(ins.op, f"expected {n // 2} accumulator registers")
-    if da.kind == "vec":
-        raise Unsupported(ins.op, "wgmma with A in registers")
+    a_regs = da.kind == "vec"             # the RS form: A's fragment in four .b32 registers per thread
+    if a_regs and (K != 16 or len(da.items) != 4):
+        raise Unsupported(ins.op, "wgmma with A in registers other than .bf16 / .f16 m64nNk16 (four .b32 registers)")
     rest = ins.args[3:]
     scale_d_op = rest[0]
     imms = [int(o.value) for o in rest[1:]]
     sa, sb = (imms + [1, 1])[:2]
-    ta, tb = (imms[2:] + [0, 0])[:2]
+    if a_regs:                            # no imm-trans-a: a register fragment has no major
+        ta, tb = 0, (imms[2:] + [0])[0]
+    else:
+        ta, tb = (imms[2:] + [0, 0])[:2]
     if (ta or tb) and K != 16:
         raise Unsupported(ins.op, "imm-trans with 8-bit operands (the PTX ISA allows it for .f16 / .bf16 only)")
     major_a, major_b = ("MN" if ta else "K"), ("MN" if tb else "K")   # imm-trans 1: M (N) contiguous
     names = [o.name for o in dvec.items]
+    a_names = [o.name for o in da.items] if a_regs else []
+    # A's register fragment of m64k16 (judge.hw.wgmma.a_fragment_coord): register j of thread t holds
+    # the pair at (row, k) and (row, k + 1)
+    a_rc = np.array([[_wg.a_fragment_coord(t, j) for j in range(4)] for t in range(128)])        # (128, 4, 2)
+    a_row, a_col = a_rc[..., 0], a_rc[..., 1]
     rows = np.arange(64)[:, None]
     ks = np.arange(K)[None, :]
     nrows = np.arange(n)[:, None]
@@ -144,13 +155,32 @@ def mma_async(m, ins):
                        f"wgmma.fence.sync.aligned before it: the first wgmma (and the first after its "
                        f"accumulators were written) must follow a wgmma.fence")
             try:
-                dA = int(np.broadcast_to(np.asarray(m.rd(da, "b64", ins)), (m.n,))[t0])
+                dA = None if a_regs else int(np.broadcast_to(np.asarray(m.rd(da, "b64", ins)), (m.n,))[t0])
                 dB = int(np.broadcast_to(np.asarray(m.rd(db, "b64", ins)), (m.n,))[t0])
-                _wg.decode(dA), _wg.decode(dB)
+                _wg.decode(dB)
+                if dA is not None:
+                    _wg.decode(dA)
             except ValueError as e:
                 m.fail("wgmma-descriptor", ins, f"a malformed wgmma descriptor: {e}")
                 raise checks.abort(m, "wgmma-descriptor", ins, str(e)) from None
-            A, wa = operand(dA, rows, lanes, c, "A", el_a, major_a)
+            if a_regs:
+                m.acc_names.update(a_names)   # their writes are tracked from the first issue on (wgmma.fence rule)
+                for nm in a_names:
+                    w = m.wg_written.get(nm)
+                    if w is not None and (w[lanes] > m.wg_fence[lanes]).any():
+                        m.fail("wgmma-fence", ins, f"A-fragment register {nm} was written after the last "
+                               f"wgmma.fence of this warpgroup: wgmma.fence between writing A's registers and "
+                               f"the wgmma that reads them")
+                        break
+                words32 = np.stack([np.broadcast_to(np.asarray(m.rd(it, "b32", ins)), (m.n,))[lanes]
+                                    for it in da.items], axis=1).astype(np.uint32)        # (128, 4)
+                halves = np.stack([words32 & 0xFFFF, words32 >> 16], axis=-1).astype(np.uint16)   # lower = lower column
+                vals = halves.view(el_a).astype(np.float64)                                     # (128, 4, 2)
+                A = np.zeros((64, 16))
+                A[a_row[..., None], a_col[..., None] + np.arange(2)] = vals
+                wa = np.zeros(0, np.int64)
+            else:
+                A, wa = operand(dA, rows, lanes, c, "A", el_a, major_a)
             B, wb = operand(dB, nrows, lanes, c, "B", el_b, major_b)
             prod = (sa * A) @ (sb * B).T                                       # (64, n)
             sd = scale_d_op
@@ -180,11 +210,11 @@ def mma_async(m, ins):
             res = C[frag[:, :, 0], frag[:, :, 1]].astype(np.float32)              # (128, n/2)
             for words in (wa, wb):
                 m.bulk_reading[c, words] += 1
-            mma = {"lanes": lanes, "names": names, "items": dvec.items, "result": res, "cta": c,
+            mma = {"lanes": lanes, "names": names, "items": dvec.items, "result": res, "cta": c, "a_names": a_names,
                   "group": int(m.wg_ncommit[t0]), "words": (wa, wb), "pc": m.cur_pc}
             m.wg_ops.append(mma)
             m.acc_names.update(names)
-            for nm in names:
+            for nm in names + a_names:      # accumulators and A's registers: no access until the wait
                 pm = m.acc_pending.setdefault(nm, np.zeros(m.n, bool))
                 pm[lanes] = True
             m.counts["wgmma"] += 1
@@ -196,7 +226,7 @@ def mma_async(m, ins):
 def complete(m, mma, ins):
     """The wgmma `mma` completes: its accumulators are written and its operand reads end."""
     lanes = mma["lanes"]
-    for nm in mma["names"]:
+    for nm in mma["names"] + mma.get("a_names", []):
         pm = m.acc_pending.get(nm)
         if pm is not None:
             pm[lanes] = False
