@@ -241,6 +241,17 @@ def _with_specials(draw):
         x[draw(st.integers(0, len(x) - 1))] = draw(st.sampled_from([np.inf, -np.inf, np.nan]))
     return x
 
+@st.composite
+def _minus_inf_only(draw):
+    """A finite tensor with -Inf put into one block (one to three times) and no NaN or +Inf beside it: a block
+    whose only non-finite element is -Inf, which a test for NaN and +Inf alone lets through."""
+    x = draw(ANY_TENSOR.map(lambda a: np.where(np.isfinite(a), a, np.float32(1.0))))
+    b = draw(st.integers(0, len(x) // 16 - 1))
+    for _ in range(draw(st.integers(1, 3))):
+        x[16 * b + draw(st.integers(0, 15))] = -np.inf
+    return x
+
+
 #: the points halfway between neighbouring magnitudes of each element format: where rounding ties
 MIDPOINTS = {fmt: (lambda g: (g[1:] + g[:-1]) / 2)(F.decode(np.arange(n, dtype=np.uint8), fmt))
              for fmt, n in (("e4m3", 0x7F), ("e2m1", 8))}
@@ -259,11 +270,40 @@ def _ties(draw):
     return np.concatenate(blocks).astype(np.float32)
 
 
+@st.composite
+def _nvfp4_near_ties(draw):
+    """Blocks of 16 whose other elements sit just off an E2M1 tie once divided by their NVFP4 scale: each is
+    float32(midpoint * scale), and the scale (an E4M3 value times a float32 tensor scale) is rarely a power
+    of two, so x / scale in float64 misses the midpoint by less than half a float32 ulp. Rounded once it goes
+    to the side it lies on; rounded through float32 first it lands on the tie and goes to even ("double")."""
+    x = draw(hnp.arrays(np.float32, 32 * draw(st.integers(1, 4)), elements=st.floats(-8, 8, width=32)))
+    x[0] = np.float32(draw(st.floats(1, 8, width=32)))         # a finite tensor amax, never zero
+    q = F.nvfp4_quantize(x)
+    mids = MIDPOINTS["e2m1"]
+    for b in range(len(x) // 16):
+        blk = x[16 * b:16 * b + 16]
+        amax = float(np.max(np.abs(blk)))
+        scale = float(F.decode(q.scales[b], "e4m3")) * float(q.tensor_scale)
+        if scale == 0.0:
+            continue
+        top = int(np.argmax(np.abs(blk)))
+        for i in range(16):
+            m = mids[draw(st.integers(0, len(mids) - 1))] * draw(st.sampled_from([-1.0, 1.0]))
+            v = np.float32(m * scale)
+            if i != top and abs(float(v)) < amax:                # the block's amax, and so its scale, stay
+                blk[i] = v
+    return x
+
+
 #: tensors of float32 subnormals and zeros only: NVFP4's amax / 2688 underflows there
-TINY = float(np.float32(2e-42))
-SUBNORMAL_TENSOR = st.integers(1, 2).flatmap(
-    lambda m: hnp.arrays(np.float32, 32 * m, elements=st.floats(-TINY, TINY, width=32)))
-TENSOR = st.one_of(ANY_TENSOR, _with_specials(), _ties(), SUBNORMAL_TENSOR).map(lambda x: (x,))
+#: (below 2688 x 2^-150, half the smallest float32 subnormal times 2688, so even the largest rounds to 0; one
+#: element is set to +-TINY so the tensor is never all zeros, which has a rule of its own)
+TINY = float(np.float32(1e-42))
+SUBNORMAL_TENSOR = st.tuples(st.integers(1, 2), st.integers(0, 63), st.sampled_from([-TINY, TINY])).flatmap(
+    lambda t: hnp.arrays(np.float32, 32 * t[0], elements=st.floats(-TINY, TINY, width=32)).map(
+        lambda a: np.where(np.arange(a.size) == t[1] % a.size, np.float32(t[2]), a)))
+TENSOR = st.one_of(ANY_TENSOR, _with_specials(), _minus_inf_only(), _ties(), _nvfp4_near_ties(),
+                   SUBNORMAL_TENSOR).map(lambda x: (x,))
 
 FUNCTIONS = [flow.Function(name, reference=(lambda x, name=name: reference(name, x)), args=TENSOR, edges=_edges(),
                            validate=_validate(name), explain=_explain(name), examples=100)
