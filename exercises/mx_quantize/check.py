@@ -29,13 +29,13 @@ RULES = {
     "nvfp4": "NVFP4: tensor_scale = float32(amax / (448 * 6)) over the finite elements only (NaN and Inf ignored; "
              "1.0 where that is 0: an all-zero tensor, or one whose amax / 2688 underflows); block scale = E4M3(amax_block / 6 / tensor_scale), ties to even, saturating",
     "round": "elements round to the nearest value of the format, ties to even (FP4: 0.25->0, 0.75->1, 1.25->1, "
-             "1.75->2, 2.5->2, 3.5->4, 5->4); subnormals kept; ml_dtypes rounds a float64 through float32 (two "
-             "roundings), the reference once",
+             "1.75->2, 2.5->2, 3.5->4, 5->4); subnormals kept; the reference rounds once, exactly (a float32 step "
+             "on the way, as ml_dtypes before 0.7 takes, rounds twice)",
     "saturate": "an element beyond the format's max after scaling saturates to +-max (448 for E4M3, 6 for E2M1); "
                 "the floor rule makes that happen",
     "pack": "byte i = code[2i] in bits 0-3 | code[2i+1] in bits 4-7",
-    "double": "the value to round lies just off a tie: a float64 cast through ml_dtypes is rounded to float32 first, "
-              "lands on the tie and goes to even (double rounding); the rule rounds once, exactly: round in float64, "
+    "double": "the value to round lies just off a tie: rounded to float32 first (ml_dtypes before 0.7 does so "
+              "when casting a float64), it lands on the tie and goes to even (double rounding); the rule rounds once, exactly: round in float64, "
               "then encode",
     "sign": "an element's code carries the sign of x, zeros included: -0.0, or a negative x that rounds to 0, is the "
             "negative zero (0x80 in E4M3, 0x8 in E2M1); NaN/Inf blocks and NVFP4 blocks of scale 0 hold code 0",
@@ -91,7 +91,7 @@ def _first_difference(name, x, got):
 
 
 def _double_rounded(v: float, fmt: str) -> bool:
-    """Whether rounding v through float32 first (what ml_dtypes does with a float64) changes its rounding."""
+    """Whether rounding v through float32 first (what ml_dtypes before 0.7 does with a float64) changes its rounding."""
     return bool(F.round_to_element(v, fmt) != F.round_to_element(float(np.float32(v)), fmt))
 
 

@@ -19,8 +19,8 @@ MBITS = {"e4m3": 3, "e2m1": 1}
 
 def to_codes(values, fmt):
     """float64 values -> element codes: saturate at +-max, then round once to nearest, ties to even.
-    ml_dtypes casts a float64 through float32 first: two roundings, and a value just above a tie
-    can land on the tie and then go to even. Round in float64, then let ml_dtypes encode."""
+    A float32 step on the way (ml_dtypes before 0.7 takes one) rounds twice: a value just above a tie
+    lands on the tie, then goes to even. Round in float64 yourself, then let ml_dtypes encode."""
     raise NotImplementedError("to_codes: saturate, then round once to nearest even, then encode (ml_dtypes)")
 
 
