@@ -6,6 +6,7 @@ run (python -m judge.record.hopper_run), which measures the same functions.
 
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py [--no-ncu]
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round2
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round3
 
 Logs and JSON go to $OUT (explore.json, explore.log); a short table is printed last.
 """
@@ -50,6 +51,43 @@ def add_variants(ladder):
         {**pp, "name": VARIANT_NAMES[2], "tile": (128, 128), "box_b": 32, "stages": 6, "cluster": 4,
          "defines": {"BN": 128, "BM": 128, "BK": 64, "STAGES": 6, "GROUP_M": 8, "RELEASE_LAG": 1, "CLUSTER": 4}},
     ]
+    ladder.VARIANTS += [
+        {**pp, "name": ROUND3[0], "defines": {"BN": 128, "BM": 128, "BK": 64, "STAGES": 6, "GROUP_M": 16,
+                                             "RELEASE_LAG": 2}},
+        {**pp, "name": ROUND3[1], "cluster": 1, "box_b": 128,
+         "defines": {"BN": 128, "BM": 128, "BK": 64, "STAGES": 6, "GROUP_M": 16, "RELEASE_LAG": 1, "CLUSTER": 1}},
+        {**ladder.rung(TOP), "name": ROUND3[2],
+         "defines": {"BN": 256, "BM": 128, "BK": 64, "STAGES": 4, "GROUP_M": 8, "RELEASE_LAG": 2}},
+    ]
+
+
+ROUND3 = ["ping-pong, release lag 2", "ping-pong, no cluster", "TMA store + L2 order, release lag 2"]
+def round3() -> int:
+    """The third call: why one warpgroup issuing at a time trails two (wgmma_issue_rate.cu), then rung 9 with
+    two groups in flight and without clusters, and rung 8 with two groups in flight, against cuBLAS."""
+    import ladder
+    t0 = time.time()
+    res = {"smi": [smi()]}
+    import issue_rate                       # chapters/04_wgmma/issue_rate.py (the probe's host code)
+    res["issue_rate"] = issue_rate.measure()
+    for r in res["issue_rate"]:
+        say("ISSUE", r)
+    (OUT / "round3.json").write_text(json.dumps(res, indent=1, default=str))
+    add_variants(ladder)
+    names = [TOP, PP]
+    for name in ROUND3:
+        rc, out = child(["stress", name, "4096"], 100)
+        say(out.strip()[-800:])
+        if rc == 0:
+            names.append(name)
+    say(f"{time.time() - t0:.0f}s")
+    res["ladder"] = ladder.measure_ladder(sizes=(4096, 8192), rungs=names, reps=20)
+    res["ladder2"] = ladder.measure_ladder(sizes=(4096, 8192), rungs=names[::-1], reps=20)
+    res["smi"].append(smi())
+    (OUT / "round3.json").write_text(json.dumps(res, indent=1, default=str))
+    say(ladder.table(res["ladder"]))
+    say(ladder.table(res["ladder2"]), f"\n{time.time() - t0:.0f}s; smi {res['smi']}")
+    return 0
 
 
 def stress(name: str, n: int, launches: int = 20) -> int:
@@ -127,6 +165,8 @@ def main() -> int:
         return stress(sys.argv[2], int(sys.argv[3]))
     if sys.argv[1:2] == ["round2"]:
         return round2()
+    if sys.argv[1:2] == ["round3"]:
+        return round3()
     if sys.argv[1:2] == ["once"]:                 # one checked launch at 4096^3 (what ncu profiles)
         add_variants(ladder)
         cmp = ladder.check_rung(sys.argv[2], 4096, 4096, 4096)
