@@ -26,6 +26,8 @@ DEFAULT_TARGET = "sm_90a"        # wgmma and setmaxnreg need the "a" target; cp.
 CPU_TIMEOUT_S = 10.0             # a learner's Python that loops forever is a HANG after this
 GPU_TIMEOUT_S = 10.0             # per step: checks report progress between compile, cases and timing
 TOTAL_CHECK_LIMIT_S = 900.0      # no check may run longer than this, progress or not
+GRADER_WORK_LIMIT_S = 180.0      # the grader's own work (compiling, one CPU-model case) may outlast the watchdog
+                                 # by this much on a slow or loaded machine before it counts as no progress
 
 # What a Hopper GPU can do at most (the vendor's datasheet for the H100/H200 SXM, dense): a timed figure
 # above one of these is not a fast kernel but a wrong measurement (work skipped, output not written),

@@ -6,7 +6,8 @@ judge.grading.learner_process, that does not inherit it). Progress goes on the s
 line opening with the run's secret (it came on stdin, never in argv or the environment):
 
     <secret> P <text>      progress (resets judge.grading.check_process's watchdog, shown to the learner)
-    <secret> B             a heartbeat: a call into the learner's code came back
+    <secret> B             a heartbeat: a call into the learner's code came back, or the grader's own
+                           work (compiling, the CPU model) is still going (Submission.busy)
     <secret> R <json>      the Result (it counts only if this process then exits with status 0)
 
 Before it starts a learner process, this process makes itself non-dumpable on Linux
@@ -24,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -36,10 +38,12 @@ class Channel:
         self._f = os.fdopen(fd, "w", buffering=1, encoding="utf-8", errors="replace")
         self._secret = secret
         self._last_beat = 0.0
+        self._lock = threading.Lock()         # heartbeats may come from a thread (Submission.busy)
 
     def _send(self, line: str) -> None:
-        self._f.write(self._secret + " " + line.replace("\n", " ") + "\n")
-        self._f.flush()
+        with self._lock:
+            self._f.write(self._secret + " " + line.replace("\n", " ") + "\n")
+            self._f.flush()
 
     def progress(self, text: str) -> None:
         self._send("P " + str(text))

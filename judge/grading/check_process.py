@@ -194,12 +194,16 @@ def _run(req: dict, progress, timeout: float, grace: float = 0.0) -> Result:
             raise
         if hung:
             _kill(proc)
+            if last_progress.startswith("compiling"):
+                why = [f"the compiler worked on your file for over {config.GRADER_WORK_LIMIT_S:.0f} s: a loop "
+                       "unrolled thousands of times or a huge constant array makes NVRTC this slow"]
+            else:
+                why = ["a loop that never ends looks like this: in Python, a condition that never becomes "
+                       "true; in a kernel, a wait on something that never comes (an mbarrier whose expected "
+                       "bytes never arrive) or a counter that stops advancing"]
             return Result(Verdict.HANG,
                           f"no progress for {limit:.0f} s during '{last_progress}'; the process was killed",
-                          details=["a loop that never ends looks like this: in Python, a condition that never "
-                                   "becomes true; in a kernel, a wait on something that never comes (an "
-                                   "mbarrier whose expected bytes never arrive) or a counter that stops "
-                                   "advancing"] + _yours(output, n_output))
+                          details=why + _yours(output, n_output))
         rc = proc.wait()
         void = _void(rc, n_results, forged)
         if void:

@@ -199,7 +199,8 @@ def _run_model(b, mod, ex, sub, checked) -> Result | None:
     for i, case in enumerate(cases):
         sub.progress(f"CPU model of the async machine: case {i + 1}/{len(cases)} ({_case_name(case)})")
         try:
-            comps, note = _run_model_case(b, mod, ex, case)
+            with sub.busy():                             # the model's step budget bounds a kernel's endless loop
+                comps, note = _run_model_case(b, mod, ex, case)
         except model.Unsupported as e:
             checked.append(f"the CPU model cannot run this kernel ({e}); not checked by it")
             return None

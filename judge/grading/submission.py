@@ -12,6 +12,9 @@ exercise's time limit (JUDGE_TIMEOUT). Progress goes to judge.grading.check_proc
 """
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -39,6 +42,31 @@ class Submission:
         """Report progress (also resets the HANG watchdog): shown to the learner as it happens."""
         if _channel is not None:
             _channel.progress(text)
+
+    @contextlib.contextmanager
+    def busy(self, limit_s: float = config.GRADER_WORK_LIMIT_S):
+        """The grader's own work, which a slow or loaded machine can stretch past the watchdog's seconds:
+        NVRTC compiling the learner's file, the CPU model running it (its step budget already turns a
+        kernel's endless loop into HANG). Inside, heartbeats (two a second) keep the watchdog off for at most
+        limit_s; past that it judges as usual. Never around a launch on the GPU: there the watchdog is
+        what stops a kernel spinning on a barrier."""
+        stop = threading.Event()
+
+        def beat():                                   # the channel passes at most two beats a second
+            end = time.monotonic() + limit_s
+            while time.monotonic() < end:
+                if _channel is not None:
+                    _channel.heartbeat()
+                if stop.wait(0.25):
+                    return
+
+        t = threading.Thread(target=beat, daemon=True)
+        t.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            t.join()
 
     def load_module(self):
         """The learner's file, imported in its own process (the proxy of learner_module)."""
@@ -75,8 +103,10 @@ class Submission:
             self._learner.close()
 
     def build(self, **kw):
+        """Compile the learner's file (NVRTC; the watchdog waits for it up to config.GRADER_WORK_LIMIT_S)."""
         from judge.gpu import build
-        return build.compile(self.path, **kw)
+        with self.busy():
+            return build.compile(self.path, **kw)
 
     def figure(self, name: str) -> Path:
         self.figure_dir.mkdir(parents=True, exist_ok=True)

@@ -47,6 +47,20 @@ def test_a_dying_process_is_a_crash_with_its_exit_status():
     assert r.verdict == Verdict.CRASH and "exit 3" in r.message
 
 
+def test_the_graders_own_slow_work_is_not_taken_for_a_hang():
+    """Compiling or a CPU-model case can outlast the watchdog on a slow or loaded machine: Submission.busy
+    beats it (threaded heartbeats on the private channel) for a bounded time."""
+    r = isolate.run_function(PROBES, "grader_work", timeout=1, seconds=3.0, limit_s=30.0)
+    assert r.verdict == Verdict.PASS and r.measurements["value"] == 3.0, r
+
+
+def test_the_graders_work_past_its_limit_is_a_hang_again():
+    t = time.monotonic()
+    r = isolate.run_function(PROBES, "grader_work", timeout=1, seconds=30.0, limit_s=1.0)
+    assert r.verdict == Verdict.HANG, r
+    assert time.monotonic() - t < 10
+
+
 def test_the_next_call_after_a_hang_works():
     assert isolate.run_function(PROBES, "python_loops_forever", timeout=1).verdict == Verdict.HANG
     r = isolate.run_function(PROBES, "python_returns")
