@@ -8,7 +8,8 @@ One parametrized module for every exercise, CPU and GPU alike: a new exercise ne
     exercise can give (REQUIRED_CLASSES below, from the exercise's kind);
   - fixtures are the mistake itself: a patch against the solution that applies cleanly, or a file
     kept whole with its reason (judge.grading.fixtures);
-  - every fixture gets the verdict its exercise.toml declares. Where this machine cannot give it:
+  - every fixture gets the verdict its exercise.toml declares (the kernel exercises' in
+    tests/grading/test_exercise_kernels.py, with check_case below). Where this machine cannot give it:
     a GPU exercise (sm_90a) without a Hopper GPU is graded by the CPU model of the machine
     (judge.model): a fixture may declare what it gets there with `cpu = "..."` (e.g. a timing verdict,
     which the model cannot give); an sm_100a exercise runs on the CPU model on every machine (no
@@ -249,11 +250,20 @@ def expected_here(ex, name: str) -> str:
     return ex.fixture_specs[name].cpu or declared
 
 
-CASES = [(e, name) for e in EXERCISES for name in ["<solution>", *e.fixtures]]
+def cases(kernels: bool) -> list[tuple]:
+    """(exercise, "<solution>" or fixture name) of every Python exercise, or of every kernel exercise. The
+    kernel exercises' verdicts are tests/grading/test_exercise_kernels.py's: a module of their own, so that
+    pytest-xdist (--dist loadfile) grades the two halves on two workers at once."""
+    return [(e, name) for e in EXERCISES if e.needs_gpu == kernels for name in ["<solution>", *e.fixtures]]
 
 
-@pytest.mark.parametrize("ex,name", CASES, ids=lambda x: x if isinstance(x, str) else x.id)
+@pytest.mark.parametrize("ex,name", cases(kernels=False), ids=lambda x: x if isinstance(x, str) else x.id)
 def test_solution_and_fixtures_get_their_verdicts(ex, name):
+    check_case(ex, name)
+
+
+def check_case(ex, name: str) -> None:
+    """Grade one file of an exercise as a learner's check would, and hold it to its declared verdict."""
     path = ex.solution_path if name == "<solution>" else ex.fixture_path(name)
     want = expected_here(ex, name)
     r = grade.check(ex.id, path, quiet=True)
