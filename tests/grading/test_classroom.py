@@ -12,6 +12,7 @@ import csv
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -104,8 +105,13 @@ def test_every_learner_and_file_gets_the_verdict_its_fixture_declares(graded):
 
 
 def _headline(message: str) -> str:
-    """What a verdict's message names before its drawn case: the output ("y, rows=89 cols=84 seed=...: ..."
-    gives "y") or, for a message without a case, its text up to the first colon."""
+    """What a verdict's message names before its drawn case: the CPU model's rule ("[dsmem-unordered] thread 2
+    of block rank 0 accesses shared [0x104] ..." gives "[dsmem-unordered]": the thread and the address
+    depend on the case drawn), the output ("y, rows=89 cols=84 seed=...: ..." gives "y") or, for a message
+    without a case, its text up to the first colon."""
+    rule = re.match(r"\[[\w.-]+\]", message)
+    if rule:
+        return rule.group(0)
     head = message.split(":")[0]
     return head.split(",")[0] if "seed=" in head else head
 
