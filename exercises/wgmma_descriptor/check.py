@@ -12,9 +12,6 @@ For tile_descriptor the judge also says what wgmma would do with it: it follows 
 way the hardware does (judge.hw.wgmma.operand_address) and names the first element of the slice it
 would read from a byte where the tile does not hold it.
 """
-import numbers
-
-import numpy as np
 from hypothesis import strategies as st
 
 from judge.grading import cpu_flow as flow
@@ -30,8 +27,7 @@ FIXED = [
     (0x8420, 16, 1024, "128B", 0), (0x1230, 4096, 2048, "64B", 3), (0x36000, 16, 1024, "128B", 5),
 ]
 STARTS = (0x400, 0x2000, 0x8400, 0x36000)
-MEANING = {"start": "start address >> 4", "lbo": "leading byte offset >> 4", "sbo": "stride byte offset >> 4",
-           "base_offset": "base offset", "swizzle": "layout (0 none, 1 = 128B, 2 = 64B, 3 = 32B)"}
+MEANING = wgmma.FIELD_MEANING
 
 
 def tile_reference(start, swizzle, k):
@@ -40,17 +36,7 @@ def tile_reference(start, swizzle, k):
     return wgmma.kmajor_descriptor(first, swizzle, k_bytes=128)
 
 
-def as_descriptor(v):
-    """A returned descriptor as an int of 64 bits, or None when it is not an integer of any type."""
-    if isinstance(v, (bool, np.bool_)):
-        return None
-    if isinstance(v, np.signedinteger) and v.dtype.itemsize == 8 and v < 0:
-        return int(v) + (1 << 64)             # an int64 holding bit 63: the same 64 bits
-    if isinstance(v, (numbers.Integral, np.integer)):
-        return int(v)
-    if isinstance(v, (float, np.floating)) and float(v).is_integer():
-        return int(v)
-    return None
+as_descriptor = wgmma.as_descriptor      # any Python or NumPy integer holding the 64 bits
 
 
 def differs(got: int, want: int) -> list[str]:

@@ -48,17 +48,7 @@ def tile_bytes(n, k_rows=K_ROWS):
 
 
 # ----------------------------------------------------------------------------- the descriptor
-def as_descriptor(v):
-    """A returned descriptor as an int of 64 bits, or None when it is not an integer of any type."""
-    if isinstance(v, (bool, np.bool_)):
-        return None
-    if isinstance(v, np.signedinteger) and v.dtype.itemsize == 8 and v < 0:
-        return int(v) + (1 << 64)             # an int64 holding bit 63: the same 64 bits
-    if isinstance(v, (numbers.Integral, np.integer)):
-        return int(v)
-    if isinstance(v, (float, np.floating)) and float(v).is_integer():
-        return int(v)
-    return None
+as_descriptor = wgmma.as_descriptor      # any Python or NumPy integer holding the 64 bits
 
 
 def differs(got: int, want: int) -> list[str]:

@@ -165,6 +165,23 @@ def fields(desc: int) -> dict:
     return out
 
 
+def as_descriptor(v) -> int | None:
+    """A descriptor as a learner's function returned it, as an int of its 64 bits: any Python or NumPy
+    integer (an int64 holding bit 63 read unsigned), or an integral float; None for anything else."""
+    import numbers
+
+    import numpy as np
+    if isinstance(v, (bool, np.bool_)):
+        return None
+    if isinstance(v, np.signedinteger) and v.dtype.itemsize == 8 and v < 0:
+        return int(v) + (1 << 64)             # an int64 holding bit 63: the same 64 bits
+    if isinstance(v, (numbers.Integral, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)) and float(v).is_integer():
+        return int(v)
+    return None
+
+
 def as_bits(value: int, width: int) -> str:
     """A field's stored value in binary, all its bits shown: as_bits(3, 2) == '0b11'."""
     return "0b" + format(int(value), f"0{width}b")
