@@ -7,6 +7,7 @@ run (python -m judge.record.hopper_run), which measures the same functions.
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py [--no-ncu]
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round2
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round3
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round4
 
 Logs and JSON go to $OUT (explore.json, explore.log); a short table is printed last.
 """
@@ -90,11 +91,72 @@ def round3() -> int:
     return 0
 
 
+SK = "stream-K tail"
+SK_SHAPES = [{"layer": "split-K shape (few tiles, long K)", "M": 1024, "N": 1024, "K": 16384}]
+
+
+def add_sk_variants(ladder):
+    top = ladder.rung(SK)
+    ladder.VARIANTS += [
+        {**top, "name": "stream-K tail, range first", "defines": {"SK_FIRST": 1}},
+        {**top, "name": "stream-K kernel, no split", "sk_min_slices": 1 << 30},
+    ]
+
+
+ROUND5 = ["stream-K tail, range first", "stream-K kernel, no split"]
+
+
+def round5() -> int:
+    """The fifth call: where rung 10's time goes at 4096^3 (it trailed rung 8 there): the same kernel with
+    no split, and with each cluster's stream-K range worked before its whole tiles; then counters."""
+    import ladder
+    t0 = time.time()
+    add_sk_variants(ladder)
+    res = {"smi": [smi()]}
+    rc, out = child(["stress", ROUND5[0], "4096"], 150)
+    say(out.strip()[-600:])
+    names = [TOP, SK] + ROUND5 if rc == 0 else [TOP, SK, ROUND5[1]]
+    res["ladder"] = ladder.measure_ladder(sizes=(4096, 8192), rungs=names, reps=20)
+    res["ladder2"] = ladder.measure_ladder(sizes=(4096, 8192), rungs=names[::-1], reps=20)
+    res["smi"].append(smi())
+    (OUT / "round5.json").write_text(json.dumps(res, indent=1, default=str))
+    say(ladder.table(res["ladder"]))
+    say(ladder.table(res["ladder2"]), f"\n{time.time() - t0:.0f}s; smi {res['smi']}")
+    return 0
+
+
+def round4() -> int:
+    """The fourth call: rung 10 (gemm_10_stream_k.cu, a stream-K tail on rung 8) launched repeatedly and
+    checked, then timed against rung 8 and cuBLAS bf16 at 4096^3 and 8192^3 (both orders) and on the
+    transformer shapes plus one split-K shape."""
+    import ladder
+    t0 = time.time()
+    res = {"smi": [smi()]}
+    for n in ("4096", "8192"):
+        rc, out = child(["stress", SK, n], 150)
+        say(out.strip()[-1200:])
+        if rc != 0:
+            say(f"stream-K rung failed its checks ({rc}): not timed")
+            return 1
+    res["ladder"] = ladder.measure_ladder(sizes=(4096, 8192), rungs=[TOP, SK], reps=20)
+    res["ladder2"] = ladder.measure_ladder(sizes=(4096, 8192), rungs=[SK, TOP], reps=20)
+    res["smi"].append(smi())
+    (OUT / "round4.json").write_text(json.dumps(res, indent=1, default=str))
+    say(ladder.table(res["ladder"]))
+    say(ladder.table(res["ladder2"]), f"\n{time.time() - t0:.0f}s; smi {res['smi']}")
+    res["shapes"] = ladder.measure_shapes(ladder.SHAPES + SK_SHAPES, rungs=(TOP, SK))
+    res["smi"].append(smi())
+    (OUT / "round4.json").write_text(json.dumps(res, indent=1, default=str))
+    say(ladder.shapes_table(res["shapes"]), f"\n{time.time() - t0:.0f}s; smi {res['smi']}")
+    return 0
+
+
 def stress(name: str, n: int, launches: int = 20) -> int:
     """Child: `launches` launches of one kernel at n^3, synchronized one by one, then a float64 check."""
     import ladder
     import torch
     add_variants(ladder)
+    add_sk_variants(ladder)
     sets = [ladder._inputs(n, n, n, int.from_bytes(os.urandom(4), "little")) for _ in range(2)]
     c = ladder._poisoned(n, n)
     for shape in ((1000, 1032, 520), (136, 264, 8), (2048, 1536, 1024)):
@@ -165,6 +227,10 @@ def main() -> int:
         return stress(sys.argv[2], int(sys.argv[3]))
     if sys.argv[1:2] == ["round2"]:
         return round2()
+    if sys.argv[1:2] == ["round5"]:
+        return round5()
+    if sys.argv[1:2] == ["round4"]:
+        return round4()
     if sys.argv[1:2] == ["round3"]:
         return round3()
     if sys.argv[1:2] == ["once"]:                 # one checked launch at 4096^3 (what ncu profiles)

@@ -3,14 +3,15 @@
 The notebook chapters/04_wgmma.ipynb and tests/chapters/test_ch04_kernels.py call these functions:
 
     import sys; sys.path.insert(0, "chapters/04_wgmma"); import ladder
-    [r["name"] for r in ladder.RUNGS]            # the nine rungs, in order
+    [r["name"] for r in ladder.RUNGS]            # the ten rungs, in order
     ladder.build_rung("TMA store + L2 order").sass      # any machine: NVRTC -> sm_90a -> SASS
     ladder.check_rung("persistent", 1000, 1032, 520)    # an H200: a judge.grading.compare.Comparison
     ladder.model_check("TMA store + L2 order", 256, 256, 200)   # any machine: the CPU model of the GPU
     rows = ladder.measure_ladder()                # an H200: every rung and cuBLAS, one run
     tl = ladder.timeline()                        # an H200: %globaltimer per stage, and its cost
     tl9 = ladder.timeline(name="ping-pong")       # the same for rung 9; ladder.pingpong_spans(tl9) per tile
-    rows = ladder.measure_shapes()                # an H200: rungs 8 and 9 and cuBLAS on ladder.SHAPES
+    rows = ladder.measure_shapes()                # an H200: rungs 8, 9, 10 and cuBLAS on ladder.SHAPES
+    ladder.stream_k_plan(8192, 8192, 8192, 66)    # any machine: how rung 10 splits the last round
     python chapters/04_wgmma/ladder.py            # an H200: checks, table, timeline (the device script)
 
 The problem. C = A @ B^T with A (M x K) and B (N x K) bfloat16, both row-major ("K-major": the
@@ -106,6 +107,11 @@ RUNGS: list[dict] = [
              "mainloops and epilogues, so one's epilogue runs under the other's wgmma",
      "defines": {}, "tile": (128, 128), "threads": 384, "stages": 6, "persistent": True,
      "cluster": 2, "box_b": 64, "tma_store": True, "epilogue_buffers": 2},
+    {"name": "stream-K tail", "file": "gemm_10_stream_k.cu", "kernel": "gemm_stream_k",
+     "what": "rung 8 with the last, partial wave of tiles cut into K slices dealt out evenly to every "
+             "cluster; a tile split between clusters is summed through an fp32 workspace and flags",
+     "defines": {}, "tile": (128, 256), "threads": 384, "stages": 4, "persistent": True,
+     "cluster": 2, "box_b": 128, "tma_store": True, "stream_k": True},
 ]
 _TOP_DEFINES = {"BN": 256, "BM": 128, "BK": 64, "STAGES": 4, "GROUP_M": 8}   # gemm_08's #ifndef block
 #: Measured beside the ladder, not rungs of it: the top rung with one thing taken away.
@@ -195,6 +201,46 @@ def _poisoned(M, N):
 
 _CLUSTERS: dict = {}
 
+#: A stream-K range shorter than this many slices of BK costs more in partial sums (a 128 KiB fp32
+#: write by one cluster, a read by another) than the idle SMs it fills.
+SK_MIN_SLICES = 8
+#: What splitting costs, in tiles of one cluster's time: measured on the H200 (2026-12-01, round 4/5 of
+#: explore_h200.py), rung 10 splitting everywhere was 2.8 % slower than rung 8 at 4096^3, where the last
+#: round is 58 / 66 = 0.88 full (0.12 of a tile idle), and faster where 0.24 or more of a tile idled
+#: (8192^3: 0.48; 8B MLP down: 0.24, +1.5 %). So rung 10 splits only when more than this share idles.
+SK_COST_TILES = 0.2
+#: Profiled at 8192^3 too (judge.record.counters): there rung 10 splits, at 4096^3 it does not.
+PROFILED_AT_8192 = ("TMA store + L2 order", "stream-K tail")
+
+
+def stream_k_plan(M: int, N: int, K: int, clusters: int, tile=(128, 256), cluster: int = 2,
+                  min_slices: int = SK_MIN_SLICES, cost_tiles: float = SK_COST_TILES) -> dict:
+    """How rung 10 splits M x N x K over `clusters` persistent clusters.
+
+    The T cluster tiles (cluster * BM x BN) are walked whole while every cluster gets one; the
+    T mod clusters left over (all T when T < clusters) are cut into their K slices, dealt out in
+    equal contiguous ranges to sk_clusters clusters. No split when the tiles fill every round, or
+    when the ranges would be no shorter than a tile (nothing to gain) or shorter than SK_MIN_SLICES, or
+    when the last round leaves no more than SK_COST_TILES of a tile idle (the split would cost more).
+    """
+    bm, bn = tile
+    tiles = -(-M // (bm * cluster)) * -(-N // bn)
+    k_tiles = -(-K // BK)
+    sk_tiles = tiles % clusters
+    sk_clusters = min(clusters, sk_tiles * k_tiles // min_slices)
+    idle = 1 - sk_tiles / clusters if tiles >= clusters else 0.0   # of the last round (whole tiles)
+    if sk_tiles == 0 or sk_clusters <= sk_tiles or (tiles >= clusters and idle <= cost_tiles):
+        sk_tiles = sk_clusters = 0
+    rounds = tiles // clusters + (sk_tiles * k_tiles / sk_clusters / k_tiles if sk_clusters else
+                                  (1 if tiles % clusters else 0))
+    return {"tiles": tiles, "k_tiles": k_tiles, "sk_tiles": sk_tiles, "sk_clusters": sk_clusters,
+            "rounds": rounds, "rounds_whole_tiles": -(-tiles // clusters), "idle_last_round": round(idle, 3)}
+
+
+def stream_k_slots(clusters: int, r: dict) -> int:
+    """Workspace slots of rung 10: one 64 x BN fp32 partial per cluster, block and consumer warpgroup."""
+    return clusters * r["cluster"] * (r["tile"][0] // 64)
+
 
 def _grid(r: dict, build, M: int, N: int) -> tuple[tuple, str]:
     """Blocks to launch, and how the count was chosen."""
@@ -218,7 +264,8 @@ def _grid(r: dict, build, M: int, N: int) -> tuple[tuple, str]:
         except Exception as e:  # noqa: BLE001 - fall back on the SM count, and say so
             _CLUSTERS[key] = (sms // cl, f"{sms} SMs / {cl} ({type(e).__name__} asking the occupancy API)")
     n, how = _CLUSTERS[key]
-    n = max(1, min(n, tiles))
+    if not r.get("stream_k"):               # rung 10 deals slices of a few tiles out to every cluster
+        n = max(1, min(n, tiles))
     return (cl * n, 1, 1), how
 
 
@@ -251,9 +298,27 @@ def launcher(name: str, M: int, N: int, K: int, *, build=None, timeline_buf=None
             maps[key] = (ma, mb, mc)
         return maps[key]
 
+    plan = None
+    if r.get("stream_k"):
+        torch = _torch()
+        clusters = grid[0] // r["cluster"]
+        plan = stream_k_plan(M, N, K, clusters, r["tile"], r["cluster"],
+                             min_slices=r.get("sk_min_slices", SK_MIN_SLICES))
+        slots = stream_k_slots(clusters, r)
+        # Flags hold the number of the launch that raised them (never cleared); the workspace needs no zeros.
+        workspace = torch.empty(slots * 64 * r["tile"][1], dtype=torch.float32, device="cuda")
+        flags = torch.zeros(slots, dtype=torch.int32, device="cuda")
+        epoch = [0]
+
     def launch(a, bb, c):
         ma, mb, mc = get_maps(a, bb, c)
-        if r["tma_store"]:
+        if plan is not None:
+            epoch[0] += 1
+            args = (ma.as_kernel_arg(), mb.as_kernel_arg(), mc.as_kernel_arg(),
+                    np.int32(M), np.int32(N), np.int32(K), np.int32(plan["sk_tiles"]),
+                    np.int32(plan["sk_clusters"]), np.uint64(workspace.data_ptr()),
+                    np.uint64(flags.data_ptr()), np.uint32(epoch[0]))
+        elif r["tma_store"]:
             tl = np.uint64(timeline_buf.data_ptr() if timeline_buf is not None else 0)
             args = (ma.as_kernel_arg(), mb.as_kernel_arg(), mc.as_kernel_arg(),
                     np.int32(M), np.int32(N), np.int32(K), tl)
@@ -264,6 +329,7 @@ def launcher(name: str, M: int, N: int, K: int, *, build=None, timeline_buf=None
 
     launch.grid = grid
     launch.grid_how = _how
+    launch.plan = plan
     return launch
 
 
@@ -323,20 +389,23 @@ def _host_aligned(shape, dtype, align: int = 1024):
     return raw[off:off + n].view(dtype).reshape(shape)
 
 
-def model_check(name: str, M: int, N: int, K: int, seed=None):
+def model_check(name: str, M: int, N: int, K: int, seed=None, clusters: int = 2, build=None):
     """Run one rung on the CPU model of the machine (judge.model, no GPU needed), against float64.
 
     The model runs the kernel's own PTX with the asynchronous rules enforced as late as they allow
     (a TMA box lands when its phase completes, a stage released too early is poisoned, a TMA store
     without the proxy fence is a violation), so a protocol error fails here even when a GPU would
     usually give the right numbers. Small sizes only (seconds per 256 x 256 x 256).
+    Persistent rungs run on `clusters` clusters (blocks when unclustered); rung 10 splits its tail as
+    it would on that many (stream_k_plan), and the model runs the clusters one after another, in
+    order, so an owner finds its lower-ranked partners' partial sums already written.
     """
     import ml_dtypes
 
     from judge.gpu import launch as _launch
     check_size(M, N, K)
     r = rung(name)
-    b = build_rung(name)
+    b = build or build_rung(name)              # build: the rung's file with a change (tests of its mistakes)
     seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
     rng = np.random.default_rng(seed)
     bf16 = ml_dtypes.bfloat16
@@ -350,14 +419,23 @@ def model_check(name: str, M: int, N: int, K: int, seed=None):
     sw = {64: "128B", 32: "64B"}[bk]
     bm, bn = r["tile"]
     maps = [tma.tensor_map(a, box=(bk, bm), swizzle=sw), tma.tensor_map(bb, box=(bk, r["box_b"]), swizzle=sw)]
-    if r["tma_store"]:
+    cl = r["cluster"]
+    plan = None
+    if r.get("stream_k"):
+        plan = stream_k_plan(M, N, K, clusters, r["tile"], cl, min_slices=1, cost_tiles=0)   # small: split anyway
+        slots = stream_k_slots(clusters, r)
+        args = (*maps, tma.tensor_map(c, box=(64, 64), swizzle="128B"), np.int32(M), np.int32(N), np.int32(K),
+                np.int32(plan["sk_tiles"]), np.int32(plan["sk_clusters"]),
+                np.full(slots * 64 * bn, np.nan, np.float32), np.zeros(slots, np.uint32), np.uint32(1))
+    elif r["tma_store"]:
         args = (*maps, tma.tensor_map(c, box=(64, 64), swizzle="128B"), np.int32(M), np.int32(N), np.int32(K),
                 np.uint64(0))
     else:
         args = (*maps, c.view(np.uint16), np.int32(M), np.int32(N), np.int32(K))   # the same bytes
-    cl = r["cluster"]
-    if r["persistent"]:
-        grid = (cl * min(2, -(-M // (bm * cl)) * -(-N // bn)), 1, 1)    # two blocks (clusters) share the tiles
+    if plan is not None:
+        grid = (cl * clusters, 1, 1)                                   # every cluster: some hold stream-K ranges
+    elif r["persistent"]:
+        grid = (cl * min(clusters, -(-M // (bm * cl)) * -(-N // bn)), 1, 1)   # the clusters share the tiles
     else:
         grid = (-(-N // bn), -(-M // bm), 1)
     _launch.launch(b, r["kernel"], grid=grid, block=(r["threads"], 1, 1), args=args,
@@ -366,7 +444,9 @@ def model_check(name: str, M: int, N: int, K: int, seed=None):
     ref = a64 @ b64.T
     atol = 16 * math.sqrt(K) * 2.0 ** -24 * np.outer(np.linalg.norm(a64, axis=1), np.linalg.norm(b64, axis=1))
     return _cmp.compare(c.astype(np.float32), ref, rtol=RTOL, atol=atol, norm_tol=NORM_TOL,
-                        case=f"{name} on the CPU model: M={M} N={N} K={K} seed={seed}")
+                        case=f"{name} on the CPU model: M={M} N={N} K={K} seed={seed}"
+                        + (f" ({plan['sk_tiles']} tiles over {plan['sk_clusters']} stream-K ranges of {clusters} clusters)"
+                           if plan else ""))
 
 
 def cublas_launcher():
@@ -417,13 +497,15 @@ def measure_ladder(sizes=(4096, 8192), rungs=None, reps: int = 20) -> list[dict]
 
 #: Transformer projections (M = tokens; N x K the weight of a layer): what the ladder meets outside
 #: cubes. Llama-3-8B (hidden 4096, 8 KV heads of 128, MLP 14336) and Llama-3-70B (hidden 8192, MLP 28672);
-#: "N several times K" (an up projection) and "K several times N" (a down projection).
+#: "N several times K" (an up projection) and "K several times N" (a down projection); last, split-K's shape
+#: (16 cluster tiles for 66 clusters), where only a split of K can use the machine.
 SHAPES: list[dict] = [
     {"layer": "8B QKV projection", "M": 16384, "N": 6144, "K": 4096},
     {"layer": "8B MLP up (gate or up)", "M": 8192, "N": 14336, "K": 4096},
     {"layer": "8B MLP down", "M": 8192, "N": 4096, "K": 14336},
     {"layer": "70B MLP up (gate and up fused)", "M": 4096, "N": 57344, "K": 8192},
     {"layer": "70B MLP down", "M": 16384, "N": 8192, "K": 28672},
+    {"layer": "few tiles, long K (split-K's shape)", "M": 1024, "N": 1024, "K": 16384},
 ]
 
 
@@ -436,7 +518,7 @@ def shape_facts(r: dict, M: int, N: int, K: int, sms: int = 132) -> dict:
             "k slices": -(-K // r.get("bk", BK))}
 
 
-def measure_shapes(shapes=None, rungs=(BEST, "ping-pong"), reps: int = 10) -> list[dict]:
+def measure_shapes(shapes=None, rungs=(BEST, "ping-pong", "stream-K tail"), reps: int = 10) -> list[dict]:
     """Each rung and cuBLAS bf16 on each transformer shape, in this one process, interleaved.
 
     Per shape: fresh random inputs (two sets), then two rounds in opposite order (cuBLAS, rungs...,
@@ -481,6 +563,8 @@ def measure_shapes(shapes=None, rungs=(BEST, "ping-pong"), reps: int = 10) -> li
             if n != "cuBLAS bf16 (torch)":
                 row.update(shape_facts(rung(n), M, N, K))
                 row["grid"] = launches[n].grid[0]
+                if launches[n].plan:
+                    row["stream-K tiles"] = launches[n].plan["sk_tiles"]
             rows.append(row)
         del sets, c
         torch.cuda.empty_cache()
@@ -561,11 +645,22 @@ def timeline(n: int = 4096, reps: int = 20, name: str = BEST) -> dict:
 MARGIN = 0.03          # a step within 3 % of the rung before is "level": run-to-run spread is ~1-2 %
 
 
+#: Rungs whose claim rests on counters at another size than 4096^3 (rung 10 splits nothing at 4096^3).
+COUNTERS_AT = {"stream-K tail": 8192}
+#: Rungs whose step is measured against another rung than the one before it.
+STEP_FROM = {"stream-K tail": "TMA store + L2 order"}
+
+
+def _counter_key(label: str, size: str | None) -> str:
+    return label if size in (None, "4096^3", "chapter's defaults") else f"{label} ({size.replace('^3', '³')})"
+
+
 def counters_by_rung(counters: dict | None) -> dict:
-    """{label: summary} from record.figures("ch04.counters") (labels are the rung and variant names)."""
+    """{label: summary} from record.figures("ch04.counters") (labels are the rung and variant names;
+    rows profiled at another size than 4096^3 are "label (8192³)")."""
     if not counters:
         return {}
-    return {r["label"]: {**r["summary"], "shared bytes per block":
+    return {_counter_key(r["label"], r.get("size")): {**r["summary"], "shared bytes per block":
                          r["metrics"].get("launch__shared_mem_per_block_dynamic", {}).get("value"),
                          "blocks per SM (registers limit)":
                          r["metrics"].get("launch__occupancy_limit_registers", {}).get("value"),
@@ -596,6 +691,7 @@ def step_verdicts(ladder_figs: dict | None, names=None) -> list[tuple]:
     for n in sorted({r["n"] for r in ladder_figs["rows"]}):
         by = {r["rung"]: r for r in ladder_figs["rows"] if r["n"] == n}
         for a, b in zip(names, names[1:]):
+            a = STEP_FROM.get(b, a)
             if a in by and b in by:
                 x = by[b]["TFLOPS"] / by[a]["TFLOPS"]
                 out.append((b, n, x, verdict(x)))
@@ -675,6 +771,14 @@ CLAIMS: list[tuple] = [
      "({r_l2:.2f}x); the epilogues run under the other consumer's wgmma, yet the tensor pipe is busy "
      "{c[tensor pipe %]:.0f} % of the time (was {p[tensor pipe %]:.0f} %), top stall {top_c}",
      lambda c, p: _ratio(c, p, "TMA load bytes") > 1.2 and c["tensor pipe %"] < p["tensor pipe %"]),
+    ("stream-K tail", "TMA store + L2 order",
+     "at 8192³ rung 8 walks 1024 cluster tiles on 66 clusters, so its last round holds 34 and half the SMs "
+     "have left: the average SM is busy {p[SMs busy % of elapsed]:.1f} % of the kernel's elapsed cycles. Rung 10 "
+     "deals those 34 tiles out as K slices to every cluster: SMs busy {c[SMs busy % of elapsed]:.1f} %, the "
+     "tensor pipe busy {p[tensor pipe % of elapsed]:.1f} % -> {c[tensor pipe % of elapsed]:.1f} % of elapsed "
+     "cycles, for L2 bytes {r_l2:.3f}x (the partial sums written and read back)",
+     lambda c, p: (c["SMs busy % of elapsed"] > p["SMs busy % of elapsed"] + 1
+                   and c["tensor pipe % of elapsed"] > p["tensor pipe % of elapsed"])),
     # the variants: the top rung with one thing taken away, compared with the top rung
     ("TMA store + L2 order, no cluster", "TMA store + L2 order",
      "without multicast, L2 bytes {mb_p} -> {mb_c} ({r_l2:.2f}x) and DRAM bytes {r_dram:.2f}x; tensor pipe "
@@ -698,19 +802,28 @@ CLAIMS: list[tuple] = [
 
 def claim_holds(rung: str, counters: dict | None) -> bool | None:
     """Whether the record's counters support rung's claim (None: not measured)."""
-    by = counters_by_rung(counters)
     for name, before, _, pred in CLAIMS:
         if name == rung:
+            by = _claim_counters(name, counters)
             if name not in by or (before and before not in by):
                 return None
             return bool(pred(by[name], by[before] if before else None))
     raise KeyError(rung)
 
 
+def _claim_counters(rung: str, counters: dict | None) -> dict:
+    """counters_by_rung, with the rows of the size the rung's claim rests on under the plain names."""
+    by = counters_by_rung(counters)
+    if rung in COUNTERS_AT:
+        at = f" ({COUNTERS_AT[rung]}³)"
+        by = {k[:-len(at)]: v for k, v in by.items() if k.endswith(at)}
+    return by
+
+
 def claim_text(rung: str, counters: dict | None) -> str | None:
     """The claim for `rung`, formatted from the counters, or None when they contradict it."""
-    by = counters_by_rung(counters)
     name, before, template, pred = next(x for x in CLAIMS if x[0] == rung)
+    by = _claim_counters(name, counters)
     if name not in by or (before and before not in by):
         return None
     c, p = by[name], by[before] if before else None

@@ -17,7 +17,8 @@ under ncu (one failure or hang costs one row):
         --print-units base --log-file LOG --section WarpStateStats --section Occupancy
         --section LaunchStats --metrics M1,M2,... python -m judge.record.counters --run ID
 
-The child makes fresh random inputs at the chapter's size (GEMMs at 4096^3), poisons the output,
+The child makes fresh random inputs at the chapter's size (GEMMs at 4096^3; rungs 8 and 10 also at 8192^3,
+where rung 10 splits its last round of tiles and 4096^3 does not), poisons the output,
 launches the kernel ONCE (that launch is the one ncu profiles), then checks the output against a
 float64 (or exact integer) reference; the row says whether that check passed. Metrics that this ncu
 does not know (checked against `ncu --query-metrics` first) or cannot read on this GPU are "n/a" in
@@ -78,6 +79,8 @@ WANTED = VERIFIED + (
     "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
     "sm__warps_active.avg.per_cycle_active",
     "sm__cycles_elapsed.avg.per_second",
+    "sm__cycles_active.avg",
+    "sm__cycles_elapsed.avg",
     "gpu__time_duration.sum",
     "lts__t_sector_hit_rate.pct",
     "dram__bytes_read.sum",
@@ -159,6 +162,10 @@ def kernels() -> list[dict]:
     for r in ladder.RUNGS + ladder.VARIANTS:
         out.append({"id": f"ch04.{_slug(r['name'])}", "chapter": "ch04", "label": r["name"], "kernel": r["kernel"],
                     "variant": r not in ladder.RUNGS, "sources": [str(CH04 / r["file"]), str(CH04 / "ladder.py")]})
+    for name in ladder.PROFILED_AT_8192:           # where rung 10 splits its last round (4096^3: it does not)
+        r = ladder.rung(name)
+        out.append({"id": f"ch04.{_slug(name)}_8192", "chapter": "ch04", "label": name, "kernel": r["kernel"],
+                    "variant": True, "n": 8192, "sources": [str(CH04 / r["file"]), str(CH04 / "ladder.py")]})
     for label, f, defines in sgemm.BASELINES:
         out.append({"id": f"ch01.{Path(f).stem}", "chapter": "ch01", "label": label,
                     "kernel": sgemm.spec(f, defines).name, "sources": [str(CH01 / f), str(CH01 / "sgemm.py")]})
@@ -191,11 +198,10 @@ def _say(ok: bool, message: str) -> None:
     print(f"COUNTERS-CHECK: {'ok' if ok else 'WRONG'} {message}", flush=True)
 
 
-def _run_ch04(name: str) -> None:
+def _run_ch04(name: str, n: int = GEMM_N) -> None:
     import torch
     sys.path.insert(0, str(CH04))
     import ladder
-    n = GEMM_N
     seed = int.from_bytes(os.urandom(4), "little")
     a, b = ladder._inputs(n, n, n, seed)
     c = ladder._poisoned(n, n)
@@ -309,7 +315,7 @@ def run_child(kid: str) -> int:
         return 2
     ch, rest = kid.split(".", 1)
     if ch == "ch04":
-        _run_ch04(k["label"])
+        _run_ch04(k["label"], k.get("n", GEMM_N))
     elif ch == "ch01":
         sys.path.insert(0, str(CH01))
         import sgemm
@@ -410,6 +416,13 @@ def summarize(metrics: dict, top: int = 4) -> dict:
     warps = _value(metrics, "sm__warps_active.avg.per_cycle_active")
     block = _value(metrics, "launch__block_size")
     s["blocks per SM (achieved, from warps)"] = warps / (block / 32) if NA not in (warps, block) and block else NA
+    # SMs busy: the share of the kernel's elapsed cycles in which the average SM had work (a last round of
+    # tiles that leaves SMs idle shows here; the pipe figures above count active cycles only).
+    active, elapsed = _value(metrics, "sm__cycles_active.avg"), _value(metrics, "sm__cycles_elapsed.avg")
+    s["SMs busy % of elapsed"] = 100.0 * active / elapsed if NA not in (active, elapsed) and elapsed else NA
+    tensor = _value(metrics, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active")
+    s["tensor pipe % of elapsed"] = (tensor * s["SMs busy % of elapsed"] / 100.0
+                                     if NA not in (tensor, s["SMs busy % of elapsed"]) else NA)
     stalls, family = {}, NA
     for pattern in STALL_FAMILIES:
         for name in metrics:
@@ -480,7 +493,8 @@ def profile_one(k: dict, metrics, log_dir: Path, ncu: str, timeout: float = CHIL
     t = time.time()
     log = log_dir / f"{k['id']}.csv"
     row = {"id": k["id"], "chapter": k["chapter"], "label": k["label"], "kernel": k["kernel"],
-           "variant": k.get("variant", False), "size": "4096^3" if k["chapter"] != "ch03" else "chapter's defaults"}
+           "variant": k.get("variant", False),
+           "size": f"{k.get('n', GEMM_N)}^3" if k["chapter"] != "ch03" else "chapter's defaults"}
     mets, secs = list(metrics), tuple(sections)
     parsed = []
     for attempt in range(3):

@@ -180,12 +180,15 @@ def _rows(f, spec: dict, names: dict) -> list[dict]:
 
 
 def _pick(f, spec: dict, names: dict) -> dict:
-    """One row: the match with the largest `best` field, or the `nth` match (default the first)."""
+    """One row: the match with the largest `best` field, the smallest `worst` one, or the `nth` match
+    (default the first)."""
     rows = _rows(f, spec, names)
     if not rows:
         raise KeyError(f"no row of {spec['section']} matches {spec}")
     if "best" in spec:
         return max(rows, key=lambda r: r[spec["best"]])
+    if "worst" in spec:
+        return min(rows, key=lambda r: r[spec["worst"]])
     return rows[spec.get("nth", 0)]
 
 
