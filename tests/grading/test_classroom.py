@@ -1,4 +1,4 @@
-"""grade-class, the gradebook and release: a class of 50 learners graded on Dask, killed and restarted.
+"""grade-class, the gradebook and release: a class of 20 learners graded on Dask, killed and restarted.
 
 The class is judge.grading.class_sample's: built from the exercises' solutions and fixtures (every CPU
 exercise, a few GPU ones that the CPU model grades here, one submission that hangs), each file made
@@ -28,7 +28,7 @@ from judge.grading.result import Result, Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, str(ROOT / "practice" / "judge.py")]
-LEARNERS = 50
+LEARNERS = 20     # a class, not every fixture again: tests/grading/test_exercises.py grades each one on its own
 GPU_FILES = [("tma_tiles", class_sample.SOLUTION), ("tma_tiles", "wrong_coord_order.cu"),
              ("tcgen05_gemm", "wrong_alloc_96.cu"), ("dsmem_histogram", "wrong_no_sync_before_dsmem.cu")]
 HANG = ("pipeline_timeline", "hang_spin_for_free_buffer.py")
@@ -48,7 +48,7 @@ def graded(tmp_path_factory):
     started again; then a third run over the finished class. Figures for the README are printed."""
     base = tmp_path_factory.mktemp("classroom")
     cls_dir, out = base / "class", base / "report"
-    # 50 learners x 2 Python exercises, round-robin over every CPU exercise's solution and fixtures;
+    # 20 learners x 2 Python exercises, round-robin over every CPU exercise's solution and fixtures;
     # the first learners also hand in the hang and the GPU files (graded by the CPU model without a GPU)
     cls = class_sample.make_class(cls_dir, LEARNERS, cpu=2, gpu=0, hangs=False,
                                   extra={0: [HANG], **{i + 1: [g] for i, g in enumerate(GPU_FILES)}})
