@@ -25,10 +25,12 @@ SK = "stream-K tail"
 FILE = HERE / "gemm_10_stream_k.cu"
 
 #: (M, N, K, clusters) -> how the split falls: every tile split, a data-parallel round then a split tile,
-#: and one tile over three clusters (the middle one's whole range inside it).
+#: one tile over three clusters (the middle one's whole range inside it), and sizes off the tile and slice
+#: edges (TMA fills the loads past them with zeros and clips the stores).
 SPLITS = {"two tiles over three clusters": (256, 512, 384, 3),
           "one whole round, then one tile over two clusters": (768, 256, 320, 2),
-          "one tile over three clusters": (256, 256, 384, 3)}
+          "one tile over three clusters": (256, 256, 384, 3),
+          "ragged edges: a round of three, then one tile over three clusters": (320, 264, 200, 3)}
 
 
 def test_the_plan_splits_the_last_round_only_where_it_leaves_enough_idle():
