@@ -64,6 +64,17 @@ def add_variants(ladder):
     ]
 
 
+def both_orders(ladder, names, res, file, t0) -> None:
+    """The ladder at 4096^3 and 8192^3 with `names` in the given order, then reversed (res "ladder",
+    "ladder2"); the clocks after; res saved to OUT/file; both tables printed."""
+    res["ladder"] = ladder.measure_ladder(sizes=(4096, 8192), rungs=names, reps=20)
+    res["ladder2"] = ladder.measure_ladder(sizes=(4096, 8192), rungs=names[::-1], reps=20)
+    res["smi"].append(smi())
+    (OUT / file).write_text(json.dumps(res, indent=1, default=str))
+    say(ladder.table(res["ladder"]))
+    say(ladder.table(res["ladder2"]), f"\n{time.time() - t0:.0f}s; smi {res['smi']}")
+
+
 ROUND3 = ["ping-pong, release lag 2", "ping-pong, no cluster", "TMA store + L2 order, release lag 2"]
 def round3() -> int:
     """The third call: why one warpgroup issuing at a time trails two (wgmma_issue_rate.cu), then rung 9 with
@@ -84,17 +95,11 @@ def round3() -> int:
         if rc == 0:
             names.append(name)
     say(f"{time.time() - t0:.0f}s")
-    res["ladder"] = ladder.measure_ladder(sizes=(4096, 8192), rungs=names, reps=20)
-    res["ladder2"] = ladder.measure_ladder(sizes=(4096, 8192), rungs=names[::-1], reps=20)
-    res["smi"].append(smi())
-    (OUT / "round3.json").write_text(json.dumps(res, indent=1, default=str))
-    say(ladder.table(res["ladder"]))
-    say(ladder.table(res["ladder2"]), f"\n{time.time() - t0:.0f}s; smi {res['smi']}")
+    both_orders(ladder, names, res, "round3.json", t0)
     return 0
 
 
 SK = "stream-K tail"
-SK_SHAPES = [{"layer": "split-K shape (few tiles, long K)", "M": 1024, "N": 1024, "K": 16384}]
 
 
 def add_sk_variants(ladder):
@@ -110,7 +115,7 @@ ROUND5 = ["stream-K tail, range first", "stream-K kernel, no split"]
 
 def round5() -> int:
     """The fifth call: where rung 10's time goes at 4096^3 (it trailed rung 8 there): the same kernel with
-    no split, and with each cluster's stream-K range worked before its whole tiles; then counters."""
+    no split, and with each cluster's stream-K range worked before its whole tiles."""
     import ladder
     t0 = time.time()
     add_sk_variants(ladder)
@@ -118,12 +123,7 @@ def round5() -> int:
     rc, out = child(["stress", ROUND5[0], "4096"], 150)
     say(out.strip()[-600:])
     names = [TOP, SK] + ROUND5 if rc == 0 else [TOP, SK, ROUND5[1]]
-    res["ladder"] = ladder.measure_ladder(sizes=(4096, 8192), rungs=names, reps=20)
-    res["ladder2"] = ladder.measure_ladder(sizes=(4096, 8192), rungs=names[::-1], reps=20)
-    res["smi"].append(smi())
-    (OUT / "round5.json").write_text(json.dumps(res, indent=1, default=str))
-    say(ladder.table(res["ladder"]))
-    say(ladder.table(res["ladder2"]), f"\n{time.time() - t0:.0f}s; smi {res['smi']}")
+    both_orders(ladder, names, res, "round5.json", t0)
     return 0
 
 
@@ -219,8 +219,8 @@ def round6() -> int:
 
 def round4() -> int:
     """The fourth call: rung 10 (gemm_10_stream_k.cu, a stream-K tail on rung 8) launched repeatedly and
-    checked, then timed against rung 8 and cuBLAS bf16 at 4096^3 and 8192^3 (both orders) and on the
-    transformer shapes plus one split-K shape."""
+    checked, then timed against rung 8 and cuBLAS bf16 at 4096^3 and 8192^3 (both orders) and on
+    ladder.SHAPES (the transformer shapes and split-K's)."""
     import ladder
     t0 = time.time()
     res = {"smi": [smi()]}
@@ -230,13 +230,8 @@ def round4() -> int:
         if rc != 0:
             say(f"stream-K rung failed its checks ({rc}): not timed")
             return 1
-    res["ladder"] = ladder.measure_ladder(sizes=(4096, 8192), rungs=[TOP, SK], reps=20)
-    res["ladder2"] = ladder.measure_ladder(sizes=(4096, 8192), rungs=[SK, TOP], reps=20)
-    res["smi"].append(smi())
-    (OUT / "round4.json").write_text(json.dumps(res, indent=1, default=str))
-    say(ladder.table(res["ladder"]))
-    say(ladder.table(res["ladder2"]), f"\n{time.time() - t0:.0f}s; smi {res['smi']}")
-    res["shapes"] = ladder.measure_shapes(ladder.SHAPES + SK_SHAPES, rungs=(TOP, SK))
+    both_orders(ladder, [TOP, SK], res, "round4.json", t0)
+    res["shapes"] = ladder.measure_shapes(ladder.SHAPES, rungs=(TOP, SK))   # its last shape is split-K's
     res["smi"].append(smi())
     (OUT / "round4.json").write_text(json.dumps(res, indent=1, default=str))
     say(ladder.shapes_table(res["shapes"]), f"\n{time.time() - t0:.0f}s; smi {res['smi']}")
