@@ -9,7 +9,8 @@ run (python -m judge.record.hopper_run), which measures the same functions.
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round3
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round4   # rung 10
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round5   # its cost
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round6   # FP8 PROMOTE=2
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round7   # FP8 half-slices
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round7 cluster   # round 8
 
 Logs and JSON go to $OUT (explore.json, explore.log); a short table is printed last.
 """
@@ -127,93 +128,97 @@ def round5() -> int:
     return 0
 
 
-def _fp8_promote2_launcher(fp8, M, N, K, b):
-    """gemm_fp8.cu built with PROMOTE=2 (one partial, 128 x 192 tiles, 5 stages), launched like fp8.fp8_launcher."""
-    import numpy as np
-    import torch
-    from judge import gpu
-    from judge.hw import tma
-    k = b.kernel(fp8.FP8_KERNEL)
-    smem = 5 * (128 + 192) * 128 + 2 * 64 * 64 * 2 + 1024
-    k.max_dynamic_shared_size_bytes = smem
-    grid = (min(gpu.info().sms, -(-M // 128) * -(-N // 192)), 1, 1)
-    maps = {}
-
-    def launch(qa, qb, c, sa, sb):
-        key = (qa.data_ptr(), qb.data_ptr(), c.data_ptr())
-        if key not in maps:
-            maps[key] = (tma.tensor_map(qa.view(torch.uint8), box=(128, 128), swizzle="128B"),
-                         tma.tensor_map(qb.view(torch.uint8), box=(128, 192), swizzle="128B"),
-                         tma.tensor_map(c, box=(64, 64), swizzle="128B"))
-        ma, mb, mc = maps[key]
-        k(grid, (384, 1, 1), (ma.as_kernel_arg(), mb.as_kernel_arg(), mc.as_kernel_arg(), np.uint64(sa.data_ptr()),
-                              np.uint64(sb.data_ptr()), np.int32(M), np.int32(N), np.int32(K)), shared_mem=smem)
-    return launch
-
-
-def _promote2_build():
-    """gemm_fp8.cu and wgmma_fp8.cuh with explore_fp8_promote2.patch applied (in memory), built with PROMOTE=2."""
-    import re
-    from judge.gpu import build
-    from judge.grading import fixtures
-    text = (HERE / "explore_fp8_promote2.patch").read_text()
-    chunks = re.split(r"(?m)^(?=--- a/)", text)[1:]
-    cu_path, h_path = HERE / "gemm_fp8.cu", ROOT / "judge" / "include" / "wgmma_fp8.cuh"
-    patched = {}
-    for chunk in chunks:
-        name = chunk.splitlines()[0].split("a/", 1)[1].strip()
-        src = ROOT / name
-        patched[src.name] = fixtures.apply_patch(src.read_text(), chunk)
-    cu = patched[cu_path.name].replace('#include "wgmma_fp8.cuh"', patched[h_path.name].replace("#pragma once", ""))
-    return build.compile(build.inline_headers(cu, cu_path), target="sm_90a", defines={"PROMOTE": 2},
-                         name="gemm_fp8_promote2.cu")
-
-
-def round6() -> int:
-    """The sixth call: FP8 promoted with one partial and 128 x 192 tiles (gemm_fp8.cu PROMOTE=2) against
-    PROMOTE=1 (two partials, 128 x 128) and torch._scaled_mm's promoting and fast paths, interleaved."""
+def round7() -> int:
+    """The seventh call: FP8 promoted in half-slices (gemm_fp8.cu PROMOTE=2: 128 x 256 tiles, one 64-register
+    partial per half; A from shared memory, and A_REGS=1: A from registers) against PROMOTE=1 and
+    torch._scaled_mm's promoting and fast paths, interleaved; then the same with fine-grained scales
+    (FINE=1) against _scaled_mm's block-wise path."""
     import numpy as np
     import torch
     sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
     import fp8
     from judge.grading import compare
-    b1, b2 = fp8.wgmma_fp8_build(True), _promote2_build()
+    t0 = time.time()
+    from judge.gpu import build
+    src = fp8._fp8_source()
+    if sys.argv[2:3] == ["cluster"]:               # round 8: the same with 2-block clusters sharing B
+        variants = {"promote1": (1, {"PROMOTE": 1}, 1), "promote2": (2, {"PROMOTE": 2}, 1),
+                    "promote1 c2": (1, {"PROMOTE": 1, "CLUSTER": 2}, 2),
+                    "promote2 c2": (2, {"PROMOTE": 2, "CLUSTER": 2}, 2)}
+        plain = {"kernel": (0, {"CLUSTER": 1}, 1), "kernel c2": (0, {"CLUSTER": 2}, 2)}
+    else:
+        variants = {"promote1": (1, {"PROMOTE": 1}, 1), "promote2": (2, {"PROMOTE": 2}, 1),
+                    "promote2rs": (2, {"PROMOTE": 2, "A_REGS": 1}, 1)}   # explore_fp8_a_regs.patch
+        plain = {}
+
+    def compile(d):
+        if d.get("A_REGS"):
+            return fp8.edited_build(patch="explore_fp8_a_regs.patch", defines=d)
+        return build.compile(src, defines=d)
+    builds = {k: compile(d) for k, (_, d, _) in {**variants, **plain}.items()}
+    fine_builds = {k: compile({**d, "FINE": 1}) for k, (_, d, _) in variants.items()}
     res = {"smi": [smi()]}
     for n in (4096, 8192):
         sets = [fp8._fp8_set(n, n, n, int.from_bytes(os.urandom(4), "little")) for _ in range(2)]
         cs = [compare.poison(torch.empty(n, n, device="cuda", dtype=torch.bfloat16)) for _ in sets]
         ins = [(s["qa"], s["qb"], c, s["sa"], s["sb"], *fp8.row_scales(s)) for s, c in zip(sets, cs)]
-        k1 = fp8.fp8_launcher(n, n, n, build=b1, promote=True)
-        k2 = _fp8_promote2_launcher(fp8, n, n, n, b2)
-        launches = {"promote": lambda qa, qb, c, sa, sb, ra, rb: k1(qa, qb, c, sa, sb),
-                    "promote2": lambda qa, qb, c, sa, sb, ra, rb: k2(qa, qb, c, sa, sb),
-                    **fp8._scaled_mm_paths(rowwise=True)}
+        def wrap(k):
+            return lambda qa, qb, c, sa, sb, ra, rb: k(qa, qb, c, sa, sb)
+        launches = {name: wrap(fp8.fp8_launcher(n, n, n, build=builds[name], promote=lvl, cluster=cl))
+                    for name, (lvl, _, cl) in {**variants, **plain}.items()}
+        launches.update(fp8._scaled_mm_paths(rowwise=True))
         errs = {}
-        for name in ("promote", "promote2"):
-            for i in (0, 1):
-                compare.poison(cs[i])
-                launches[name](*ins[i])
-                torch.cuda.synchronize()
-                errs[(name, i)] = fp8._rel_err64(cs[i], sets[i]["ref"])
+
+        def check(tag):
+            for name in (*variants, *plain, "default"):
+                for i in (0, 1):
+                    compare.poison(cs[i])
+                    out = launches[name](*ins[i])
+                    torch.cuda.synchronize()
+                    errs[f"{name} {tag} {i}"] = fp8._rel_err64(out if out is not None else cs[i], sets[i]["ref"])
+        check("before")
         say(f"n={n} errors {errs}")
+        if any(v[1] or v[0] > fp8.REL_TOL for v in errs.values()):
+            say("WRONG: not timing")
+            return 1
         ms = fp8._interleaved(launches, ins, 30)
-        for i in (0, 1):
-            compare.poison(cs[i])
-            launches["promote2"](*ins[i])
-            torch.cuda.synchronize()
-            errs[("promote2 after", i)] = fp8._rel_err64(cs[i], sets[i]["ref"])
+        check("after")
         med = {k: float(np.median(v)) for k, v in ms.items()}
-        row = {"n": n, "ms": med, "errors": {str(k): v for k, v in errs.items()},
-               "promote2 / default": med["default"] / med["promote2"], "promote / default": med["default"] / med["promote"],
-               "promote2 / fast": med["fast"] / med["promote2"],
+        row = {"n": n, "ms": med, "errors": errs,
+               **{f"{k} / default": med["default"] / med[k] for k in variants},
+               **{f"{k} / fast": med["fast"] / med[k] for k in plain},
                "TFLOPS": {k: 2.0 * n ** 3 / (v * 1e-3) / 1e12 for k, v in med.items()}}
         res[str(n)] = row
         say(json.dumps(row, default=str))
         sets = cs = ins = None
         torch.cuda.empty_cache()
+        (OUT / "round7.json").write_text(json.dumps(res, indent=1, default=str))
     res["smi"].append(smi())
-    (OUT / "round6.json").write_text(json.dumps(res, indent=1, default=str))
-    say(res["smi"])
+    for n in (4096, 8192):                          # FINE=1 against _scaled_mm's block-wise path
+        sets = [fp8._fine_set(n, n, n, int.from_bytes(os.urandom(4), "little")) for _ in range(2)]
+        cs = [compare.poison(torch.empty(n, n, device="cuda", dtype=torch.bfloat16)) for _ in sets]
+        ins = [(s["qa"], s["qb"], c, s["sa"], s["sb"]) for s, c in zip(sets, cs)]
+        launches = {f"fine {k}": fp8.fp8_launcher(n, n, n, build=fine_builds[k], promote=lvl, cluster=cl)
+                    for k, (lvl, _, cl) in variants.items()}
+        launches["blockwise"] = fp8._blockwise
+        errs = {}
+        for name, f in launches.items():
+            compare.poison(cs[0])
+            out = f(*ins[0])
+            torch.cuda.synchronize()
+            errs[name] = fp8._rel_err64(out if out is not None else cs[0], sets[0]["ref"])
+        say(f"fine n={n} errors {errs}")
+        ms = fp8._interleaved(launches, ins, 20)
+        med = {k: float(np.median(v)) for k, v in ms.items()}
+        row = {"n": n, "ms": med, "errors": errs,
+               **{f"{k} / blockwise": med["blockwise"] / med[k] for k in launches}}
+        res[f"fine {n}"] = row
+        say(json.dumps(row, default=str))
+        sets = cs = ins = None
+        torch.cuda.empty_cache()
+    res["smi"].append(smi())
+    (OUT / "round7.json").write_text(json.dumps(res, indent=1, default=str))
+    say(res["smi"], f"{time.time() - t0:.0f}s")
     return 0
 
 
@@ -314,8 +319,8 @@ def main() -> int:
         return stress(sys.argv[2], int(sys.argv[3]))
     if sys.argv[1:2] == ["round2"]:
         return round2()
-    if sys.argv[1:2] == ["round6"]:
-        return round6()
+    if sys.argv[1:2] == ["round7"]:
+        return round7()
     if sys.argv[1:2] == ["round5"]:
         return round5()
     if sys.argv[1:2] == ["round4"]:

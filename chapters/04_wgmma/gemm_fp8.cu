@@ -1,5 +1,5 @@
 // gemm_fp8.cu - Chapter 4's top GEMM design on FP8: E4M3 A and B, fp32 accumulators, block scales in the epilogue.
-// judge: target=sm_90a features=wgmma,tma.load,mbarrier
+// judge: target=sm_90a features=wgmma,tma.load,tma.multicast,mbarrier
 //
 // C (M x N, bf16, row-major) = diag(scale_a) * (A * B^T) * diag(scale_b), where
 //   A (M x K) and B (N x K) are FP8 E4M3 stored as bytes, both K-major (the only layout 8-bit
@@ -10,7 +10,7 @@
 // fp32 accumulator, in the epilogue. Scales that change along K (one per 128-wide block of K, as
 // fine-grained FP8 training recipes use) do not factor out: each K-block's partial sum would have to be
 // multiplied by its own scales and added into a second fp32 accumulator ("promotion") inside the
-// main loop. That is not done here.
+// main loop: the PROMOTE variants below.
 //
 // PROMOTE=1 (a variant, same file): Hopper's tensor cores do not keep a full fp32 sum while they
 // add FP8 products into the accumulator (fewer mantissa bits are kept: a known limit of the FP8
@@ -20,22 +20,33 @@
 // Two partials alternate so one wgmma group stays in flight; three 64 x BN arrays need BN = 128.
 // The same promotion step is where per-K-block scales would be applied.
 //
-// FINE=1 (with PROMOTE=1): the scales of fine-grained FP8 recipes, applied at that promotion step.
+// PROMOTE=2 (the faster promoting variant): the plain kernel's 128 x 256 tiles, each slice done in two
+// halves of 128 columns (four m64n128k32 each) into ONE 64-register partial, which is added into its
+// half of the 128-register sum before the next half starts: 192 registers instead of PROMOTE=1's
+// three arrays. A warpgroup has nothing in flight while it adds, and it does not need to: the other
+// consumer's wgmma keep the tensor cores busy, so the two warpgroups take turns. Measured on the H200
+// against torch._scaled_mm's promoting path, interleaved: 0.98 to 0.995 at 4096^3 and 0.93 to 0.96 at
+// 8192^3 in three runs, where PROMOTE=1 ran 0.90 to 0.93 and 0.84 to 0.90 (the record keeps its own run).
+//
+// FINE=1 (with PROMOTE=1 or 2): the scales of fine-grained FP8 recipes, applied at that promotion step.
 //   scale_a: one per row of A and 128-wide block of K ("1 x 128", per token), stored block-major:
 //            scale_a[kb * M + m] (a column-major M x ceil(K/128) array, as torch._scaled_mm takes it);
 //   scale_b: one per 128 x 128 block of B: scale_b[nb * ceil(K/128) + kb] (row-major ceil(N/128) x ceil(K/128)).
 //   C[m][n] = sum over kb of scale_a[m, kb] * scale_b[n / 128, kb] * (A B^T restricted to block kb)[m][n].
-//   A slice is BK = 128 = one K block, and a tile's BN = 128 columns are one B block, so each slice's
-//   partial is multiplied by one number per row (a thread's fragment holds two rows: two numbers)
-//   and added with an FFMA instead of an FADD; the epilogue then only rounds. The scales of slice
-//   kt are loaded before its data is waited for, so their latency hides under the wait.
-// The design is gemm_08_tma_store.cu's without the cluster:
+//   A slice is BK = 128 = one K block, and PROMOTE=1's BN = 128 columns (a PROMOTE=2 half) are one B
+//   block, so each partial is multiplied by one number per row (a thread's fragment holds two rows: two
+//   numbers) and added with an FFMA instead of an FADD; the epilogue then only rounds. The scales of
+//   slice kt are loaded before its data is waited for, so their latency hides under the wait.
+// The design is gemm_08_tma_store.cu's:
 //   warpgroup 0  producer: one thread issues the TMA loads of a STAGES-deep ring; setmaxnreg
 //                gives its registers away.
 //   warpgroups 1, 2  consumers: 64 rows x 256 columns each, wgmma m64n256k32 E4M3 (128 fp32
 //                accumulators per thread), one wgmma group kept in flight before a slot is released.
-//   Persistent blocks (one per SM) walk 128 x 256 tiles GROUP_M tile-rows at a time (L2 reuse).
-//   Barriers: "full" = 1 arrival + bytes, "empty" = one arrival per consumer warpgroup, parity waits.
+//   Persistent blocks (one per SM) walk 128 x 256 tiles GROUP_M tile-rows at a time (L2 reuse); the
+//   plain kernel in clusters of 2 blocks (two tiles one above the other) that share B's slice by
+//   multicast, the promoting ones without (CLUSTER, below, says why).
+//   Barriers: "full" = 1 arrival + bytes, "empty" = one arrival per consumer warpgroup of every block
+//   of the cluster, parity waits.
 //   Epilogue: scale, round to bf16, write 128B-swizzled shared memory, one thread TMA-stores it.
 // What FP8 changes:
 //   * a 128-byte swizzled row is 128 elements, so BK = 128 and a stage holds twice the K of bf16
@@ -45,8 +56,9 @@
 // Sizes: any M, N, K >= 1 with K a multiple of 16 (TMA: every row of A and B starts on a 16-byte
 // boundary) and N a multiple of 8 (rows of C). A tail of K is filled by TMA with zero bytes, which
 // are +0.0 in E4M3 and add nothing.
-// Run on an H200: PYTHONPATH=. python chapters/05_blackwell/fp8.py wgmma   (checks, then times both
-// variants against torch._scaled_mm); from Python, fp8.wgmma_fp8_check() and fp8.wgmma_fp8().
+// Run on an H200: PYTHONPATH=. python chapters/05_blackwell/fp8.py wgmma   (checks, then times the
+// variants against torch._scaled_mm); from Python, fp8.wgmma_fp8_check() and fp8.wgmma_fp8(); on any
+// machine, fp8.model_check() runs a variant on the CPU model.
 #include "wgmma_fp8.cuh"
 
 #ifndef PROMOTE
@@ -58,8 +70,23 @@
 #if FINE && !PROMOTE
 #error "FINE=1 needs PROMOTE=1: fine-grained scales change along K, so they are applied per slice at promotion"
 #endif
-#ifndef BN
+#ifndef CLUSTER
+// Blocks sharing B by multicast: each loads half of B's slice into both (chapters/04_wgmma rung 7).
+// Measured on the H200 (explore_h200.py round7 cluster, 2026-12-02, one interleaved run): the plain
+// kernel 2 % faster at 4096^3 and 4.5 % at 8192^3 in clusters of 2, the promoting ones 5 to 7 % SLOWER
+// (a slot is free only when both blocks' consumers are done with it, and a promoting consumer stops
+// its tensor work at every promotion: the two blocks' stops add up).
 #if PROMOTE
+#define CLUSTER 1
+#else
+#define CLUSTER 2
+#endif
+#endif
+#ifndef BN
+#if PROMOTE == 2
+#define BN 256          // the promoted sum (128 registers) + one half-slice partial (64) fit in 232
+#define STAGES 4        // as PROMOTE=0: 4 x 48 KiB ring + 2 x 16 KiB epilogue buffers = 224 KiB of 227
+#elif PROMOTE
 #define BN 128          // three 64 x BN fp32 register arrays per thread must fit in 232 registers
 #define STAGES 6        // 6 x 32 KiB ring + 2 x 16 KiB epilogue buffers = 224 KiB of 227
 #else
@@ -80,12 +107,23 @@ static_assert(BK == 128, "one 128-byte swizzled row of E4M3 is 128 elements");
 
 // One slice of K for one consumer: four k32 wgmma on the 64 rows of A at `a` and the BN rows of B
 // at `b`. The first starts from d (scale_first = 1) or from zero (0); the others accumulate.
-__device__ __forceinline__ void mma_slice(float (&d)[BN / 2], const unsigned char* a, const unsigned char* b,
+template <int R>
+__device__ __forceinline__ void mma_slice(float (&d)[R], const unsigned char* a, const unsigned char* b,
                                           int scale_first) {
 #pragma unroll
   for (int k = 0; k < BK / 32; ++k)                // four k32 steps of 32 bytes each
     wg::mma_k32_e4m3(d, wg::desc_kmajor<BK>(a + k * 32), wg::desc_kmajor<BK>(b + k * 32),
                      k == 0 ? scale_first : 1);
+}
+
+// PROMOTE=2: half H of the tile (columns 128 H .. 128 H + 127) += p, a 64 x 128 partial; FINE: times the
+// row's scale. Fragment element i of an m64nN accumulator lies in column 8 (i / 4) + 2 (lane % 4) + i % 2,
+// so an m64n128 partial's element i is element 64 H + i of the m64n256 sum.
+template <int H>
+__device__ __forceinline__ void add_half(float (&acc)[BN / 2], const float (&p)[64], float s0, float s1) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[64 * H + i] = FINE ? fmaf(p[i], ((i >> 1) & 1) ? s1 : s0, acc[64 * H + i])
+                                                      : acc[64 * H + i] + p[i];
 }
 
 __device__ __forceinline__ void add_into(float (&acc)[BN / 2], const float (&p)[BN / 2]) {
@@ -110,7 +148,17 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
   tn = r / rows;
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
+// A consumer warpgroup (one thread) frees a slot in every block of the cluster: each block's producer
+// multicasts into all of them, so each needs every block's consumers to be done with the slot.
+__device__ __forceinline__ void release(unsigned long long* empty_slot) {
+  if (CLUSTER == 1) {
+    tma::arrive(empty_slot);
+  } else {
+    for (int p = 0; p < CLUSTER; ++p) wg::arrive_cluster(empty_slot, p);
+  }
+}
+
+extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
 gemm_fp8(const __grid_constant__ TensorMap mapA, const __grid_constant__ TensorMap mapB,
          const __grid_constant__ TensorMap mapC, const float* __restrict__ scale_a,
          const float* __restrict__ scale_b, int M, int N, int K) {
@@ -124,18 +172,22 @@ gemm_fp8(const __grid_constant__ TensorMap mapA, const __grid_constant__ TensorM
   unsigned char* sC = sB + STAGES * B_BYTES;            // CONSUMERS x C_BYTES, 1024-aligned
   __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
 
-  const int tiles_m = (M + BM - 1) / BM;
+  const unsigned rank = CLUSTER > 1 ? wg::cluster_rank() : 0;
+  const int cluster_id = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
+  constexpr int B_HALF = B_BYTES / CLUSTER;            // the part of B's slice this block loads
+  const int tiles_m = (M + CLUSTER * BM - 1) / (CLUSTER * BM);   // in cluster tiles: CLUSTER x BM rows
   const int tiles_n = (N + BN - 1) / BN;
   const int tiles = tiles_m * tiles_n;
   const int k_tiles = (K + BK - 1) / BK;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       tma::mbar_init(&full[s], 1);
-      tma::mbar_init(&empty[s], CONSUMERS);
+      tma::mbar_init(&empty[s], CONSUMERS * CLUSTER);
     }
     tma::fence_proxy_async();                            // the inits before any TMA signals them
+    if (CLUSTER > 1) wg::fence_barrier_init();           // ... and before the other block's arrivals
   }
-  __syncthreads();
+  if (CLUSTER > 1) wg::cluster_sync(); else __syncthreads();
 
   const int wg_index = threadIdx.x / 128;
   if (wg_index == 0) {
@@ -143,17 +195,21 @@ gemm_fp8(const __grid_constant__ TensorMap mapA, const __grid_constant__ TensorM
     wg::regs_dec<40>();
     if (threadIdx.x == 0) {
       int it = 0;
-      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      for (int t = cluster_id; t < tiles; t += clusters) {
         int tm, tn;
         tile_coords(t, tiles_m, tiles_n, tm, tn);
-        const int m0 = tm * BM, n0 = tn * BN;
+        const int m0 = tm * (CLUSTER * BM) + rank * BM, n0 = tn * BN;
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
           const int s = it % STAGES, round = it / STAGES;
           tma::wait(&empty[s], (round & 1) ^ 1);   // fresh barrier: parity 1 is already complete
           // RULE: expect the WHOLE boxes, zero-filled parts past the edges included.
           tma::arrive_expect_tx(&full[s], A_BYTES + B_BYTES);
           tma::load_2d(sA + s * A_BYTES, &mapA, kt * BK, m0, &full[s]);
-          tma::load_2d(sB + s * B_BYTES, &mapB, kt * BK, n0, &full[s]);
+          if (CLUSTER > 1)                         // this block's part of B, into every block of the cluster
+            wg::load_2d_multicast(sB + s * B_BYTES + rank * B_HALF, &mapB, kt * BK,
+                                  n0 + rank * (BN / CLUSTER), &full[s], (1 << CLUSTER) - 1);
+          else
+            tma::load_2d(sB + s * B_BYTES, &mapB, kt * BK, n0, &full[s]);
         }
       }
     }
@@ -164,19 +220,57 @@ gemm_fp8(const __grid_constant__ TensorMap mapA, const __grid_constant__ TensorM
     const int t128 = threadIdx.x % 128, w = t128 / 32, l = t128 % 32;
     unsigned char* myC = sC + c * C_BYTES;
     float acc[BN / 2];
-#if PROMOTE
+#if PROMOTE == 2
+    float part[64];                                  // one half-slice's partial: 64 rows x 128 columns
+#elif PROMOTE
     float part0[BN / 2], part1[BN / 2];              // slice partials, alternating (even / odd kt)
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) part0[i] = part1[i] = 0.f;
 #endif
     int it = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    for (int t = cluster_id; t < tiles; t += clusters) {
       int tm, tn;
       tile_coords(t, tiles_m, tiles_n, tm, tn);
-      const int m0 = tm * BM, n0 = tn * BN;
+      const int m0 = tm * (CLUSTER * BM) + rank * BM, n0 = tn * BN;
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
-#if PROMOTE
+#if PROMOTE == 2
+      // Half-slices: the slice's left 128 columns into `part` (four m64n128k32 from zero), wait for
+      // them, add part into acc's left half; the same for the right half. The warpgroup waits with
+      // nothing in flight while it adds, but the OTHER consumer's wgmma keep the tensor cores busy:
+      // the two warpgroups drift half a step apart and take turns (a wait + 64 FADDs against the
+      // other's 4 wgmma). A half is also one 128-row block of B's scales: FINE applies one number
+      // per row there.
+#if FINE
+      const int r0 = m0 + c * 64 + 16 * w + l / 4, r1 = r0 + 8;
+      const float* sb_row = scale_b + (size_t)(n0 / SCALE_ROWS) * k_tiles;
+#endif
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const int s = it % STAGES, round = it / STAGES;
+#if FINE
+        const float sa0 = r0 < M ? scale_a[(size_t)kt * M + r0] : 0.f;   // loaded before the wait
+        const float sa1 = r1 < M ? scale_a[(size_t)kt * M + r1] : 0.f;
+        const float sb0 = sb_row[kt];
+        const float sb1 = n0 + 128 < N ? sb_row[k_tiles + kt] : 0.f;       // no block past N
+#else
+        const float sa0 = 1.f, sa1 = 1.f, sb0 = 1.f, sb1 = 1.f;
+#endif
+        const unsigned char* a = sA + s * A_BYTES + c * 64 * BK;
+        const unsigned char* b = sB + s * B_BYTES;
+        tma::wait(&full[s], round & 1);
+        wg::fence();                                 // after the last add read part's registers
+        mma_slice(part, a, b, 0);                    // B rows 0..127: the left half
+        wg::commit();
+        wg::wait<0>();
+        add_half<0>(acc, part, sa0 * sb0, sa1 * sb0);
+        wg::fence();
+        mma_slice(part, a, b + 128 * BK, 0);         // B rows 128..255 (16 KiB on: a whole swizzle repeat)
+        wg::commit();
+        wg::wait<0>();
+        if (t128 == 0) release(&empty[s]);       // both halves have read the stage
+        add_half<1>(acc, part, sa0 * sb1, sa1 * sb1);
+      }
+#elif PROMOTE
       // One slice into partial p (from zero); then the previous slice, in q, is done: promote it
       // and free its stage. RULE: which registers a wgmma writes must not depend on a run-time
       // value. Choosing part0 or part1 with an `if` makes the compiler merge the two with selp,
@@ -205,7 +299,7 @@ gemm_fp8(const __grid_constant__ TensorMap mapA, const __grid_constant__ TensorM
         wg::wait<1>();                               // the previous slice's group has finished
         if (kt >= 1) {
           PROMOTE_INTO(q);                           // slice kt - 1, with its own scales
-          if (t128 == 0) tma::arrive(&empty[(it - 1) % STAGES]);
+          if (t128 == 0) release(&empty[(it - 1) % STAGES]);
         }
 #if FINE
         ps0 = cs0;
@@ -227,7 +321,7 @@ gemm_fp8(const __grid_constant__ TensorMap mapA, const __grid_constant__ TensorM
         if (k_tiles >= 1) PROMOTE_INTO(part1);
       }
 #undef PROMOTE_INTO
-      if (k_tiles >= 1 && t128 == 0) tma::arrive(&empty[(it - 1) % STAGES]);
+      if (k_tiles >= 1 && t128 == 0) release(&empty[(it - 1) % STAGES]);
 #else
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = it % STAGES, round = it / STAGES;
@@ -238,16 +332,18 @@ gemm_fp8(const __grid_constant__ TensorMap mapA, const __grid_constant__ TensorM
         wg::commit();
         // Release a slot only when the wgmma that read it have finished: keep one group in flight.
         wg::wait<1>();
-        if (kt >= 1 && t128 == 0) tma::arrive(&empty[(it - 1) % STAGES]);
+        if (kt >= 1 && t128 == 0) release(&empty[(it - 1) % STAGES]);
       }
       wg::wait<0>();                                 // the tile's last group
-      if (k_tiles >= 1 && t128 == 0) tma::arrive(&empty[(it - 1) % STAGES]);
+      if (k_tiles >= 1 && t128 == 0) release(&empty[(it - 1) % STAGES]);
 #endif
 
       // Epilogue: 64 x BN fp32 -> x scale_a x scale_b -> bf16 -> shared (BN / 128 pieces of
       // 64 x 128) -> TMA store. The block's 128 rows are one scale_a block; each piece of 128
       // columns is one scale_b block, so each piece multiplies by one number.
-      const float sa = FINE ? 1.f : scale_a[m0 / SCALE_ROWS];   // FINE: scaled at promotion already
+      // FINE: scaled at promotion already. A block past M (the cluster's second, at the bottom edge)
+      // has no scale: its rows are clipped by the store.
+      const float sa = FINE || m0 >= M ? 1.f : scale_a[m0 / SCALE_ROWS];
 #pragma unroll
       for (int h = 0; h < BN / 128; ++h) {
         const int nb = n0 + h * 128;                 // a half past N is clipped by the store
@@ -279,4 +375,7 @@ gemm_fp8(const __grid_constant__ TensorMap mapA, const __grid_constant__ TensorM
     }
     if (t128 == 0) tma::wait_all<0>();               // shared memory outlives the stores' reads
   }
+  // RULE: no block of a cluster exits while another may still multicast into its shared memory or
+  // arrive on its barriers.
+  if (CLUSTER > 1) wg::cluster_sync();
 }

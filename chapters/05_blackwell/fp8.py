@@ -133,9 +133,10 @@ def rows(figs: dict) -> list[dict]:
 #   wgmma_fp8_check()            an H200: one small launch against float64, True or False
 #   wgmma_fp8()                  an H200: checked and timed against torch._scaled_mm at 4096 and 8192
 #   wgmma_fp8_build()            any machine: the compiled kernel (SASS shows QGMMA...E4M3.E4M3)
-# promote=True everywhere selects the file's PROMOTE=1 variant: 128 x 128 tiles, each slice's partial
+# promote=1 (or True) selects the file's PROMOTE=1 variant: 128 x 128 tiles, each slice's partial
 # sum (128 products) added into a separate fp32 accumulator by ordinary FADDs, because the tensor
-# cores keep fewer than fp32's bits while they accumulate FP8 products.
+# cores keep fewer than fp32's bits while they accumulate FP8 products; promote=2 PROMOTE=2: 128 x 256
+# tiles, each slice in two halves through one partial array (gemm_fp8.cu's header says why it is faster).
 #
 # Quantization: A and B are random normal float32; each block of 128 rows (all of K) gets the scale
 # amax(block) / 448 (448 is E4M3's largest finite value), A / scale is rounded to float8_e4m3fn by torch.
@@ -143,8 +144,13 @@ def rows(figs: dict) -> list[dict]:
 # quantization error is not counted: what is left is the fp32 accumulation and the rounding of C to
 # bf16 (2^-9 relative), hence the bound REL_TOL = 2^-7 on ||C - C64|| / ||C64||.
 FP8_KERNEL = "gemm_fp8"
-FP8_TILE = {False: (128, 256), True: (128, 128)}     # BM x BN of gemm_fp8.cu, by PROMOTE
-FP8_STAGES = {False: 4, True: 6}
+FP8_TILE = {0: (128, 256), 1: (128, 128), 2: (128, 256)}     # BM x BN of gemm_fp8.cu, by PROMOTE (False/True: 0/1)
+FP8_STAGES = {0: 4, 1: 6, 2: 4}
+FP8_CLUSTER = {0: 2, 1: 1, 2: 1}  # blocks per cluster sharing B by multicast: gemm_fp8.cu's CLUSTER default
+PROMOTED = 2                      # the promoting variant judged against cuBLAS's promoting path
+VARIANT_NAMES = {0: "gemm_fp8.cu (128x256, clusters of 2, block scales in the epilogue)",
+                 1: "gemm_fp8.cu, PROMOTE=1 (128x128, partials promoted per slice)",
+                 2: "gemm_fp8.cu, PROMOTE=2 (128x256, partials promoted per half slice)"}
 FP8_BK = 128                     # K per slice: 128 E4M3 bytes, one 128B-swizzled row
 FP8_THREADS = 384                # producer warpgroup + two consumer warpgroups
 FP8_SCALE_ROWS = 128             # rows sharing one block scale
@@ -157,14 +163,34 @@ def _fp8_source():
     return Path(__file__).resolve().parent.parent / "04_wgmma" / "gemm_fp8.cu"
 
 
-def wgmma_fp8_build(promote: bool = False):
-    """Compile chapters/04_wgmma/gemm_fp8.cu for sm_90a (any machine, NVRTC): a judge.gpu.build.Build."""
+def wgmma_fp8_build(promote: int = 0):
+    """Compile chapters/04_wgmma/gemm_fp8.cu for sm_90a (any machine, NVRTC): a judge.gpu.build.Build.
+    promote: 0 (or False) never promotes, 1 (or True) PROMOTE=1, 2 PROMOTE=2."""
     from judge.gpu import build
-    return build.compile(_fp8_source(), defines={"PROMOTE": 1} if promote else None)
+    return build.compile(_fp8_source(), defines={"PROMOTE": int(promote)} if promote else None)
+
+
+def edited_build(edits=(), patch: str | None = None, defines: dict | None = None):
+    """gemm_fp8.cu changed in memory, compiled for sm_90a under the file's own name (so the CPU model's
+    verdicts point into it): `edits`, pairs (old, new) where old occurs exactly once (a mistake is the
+    kernel plus one change), or `patch`, the name of a unified diff in chapters/04_wgmma (an exploration
+    such as explore_fp8_a_regs.patch; its comment lines before the diff are skipped)."""
+    from judge.gpu import build
+    from judge.grading.patches import apply_patch
+    path = _fp8_source()
+    text = path.read_text()
+    for old, new in edits:
+        if text.count(old) != 1:
+            raise ValueError(f"an edit must match {path.name} exactly once; {old!r} matches {text.count(old)} times")
+        text = text.replace(old, new)
+    if patch is not None:
+        diff = (path.parent / patch).read_text()
+        text = apply_patch(text, diff[diff.index("--- a/"):], patch)
+    return build.compile(build.inline_headers(text, path), target="sm_90a", defines=defines, name=path.name)
 
 
 def fp8_shared_bytes(promote: bool = False) -> int:
-    """Dynamic shared memory: the ring, two 16 KiB epilogue buffers, 1 KiB to align to 1024."""
+    """Dynamic shared memory: the ring, two 16 KiB epilogue buffers, 1 KiB to align to 1024 (promote: 0, 1, 2)."""
     bm, bn = FP8_TILE[promote]
     return FP8_STAGES[promote] * (bm + bn) * FP8_BK + 2 * 64 * 128 * 2 + 1024
 
@@ -213,21 +239,23 @@ def _fp8_set(M, N, K, seed):
     return {"qa": qa, "qb": qb, "sa": sa, "sb": sb, "ref": ref}
 
 
-def fp8_launcher(M: int, N: int, K: int, build=None, promote: bool = False):
+def fp8_launcher(M: int, N: int, K: int, build=None, promote: int = 0, cluster: int | None = None):
     """launch(qa, qb, c, sa, sb): gemm_fp8.cu on E4M3 torch tensors qa (M x K), qb (N x K), bf16 c (M x N),
     float32 block scales sa[ceil(M/128)], sb[ceil(N/128)]. Tensor maps are made per input set (over the
-    bytes: TMA has no FP8 type and needs none, it moves bits) and cached by address."""
+    bytes: TMA has no FP8 type and needs none, it moves bits) and cached by address. promote: 0, 1, 2;
+    cluster: the build's CLUSTER (FP8_CLUSTER[promote] unless the build was made with another)."""
     import torch
     from judge import gpu
     from judge.hw import tma
     fp8_check_size(M, N, K)
     b = build or wgmma_fp8_build(promote)
+    cluster = FP8_CLUSTER[promote] if cluster is None else cluster
     k = b.kernel(FP8_KERNEL)
     smem = fp8_shared_bytes(promote)
     k.max_dynamic_shared_size_bytes = smem
     bm, bn = FP8_TILE[promote]
-    tiles = -(-M // bm) * -(-N // bn)
-    grid = (min(gpu.info().sms, tiles), 1, 1)     # persistent: at most one block per SM
+    tiles = -(-M // (cluster * bm)) * -(-N // bn)  # cluster tiles: `cluster` blocks of bm rows share B
+    grid = (cluster * min(gpu.info().sms // cluster, tiles), 1, 1)   # persistent: at most one block per SM
     maps: dict = {}
 
     def launch(qa, qb, c, sa, sb):
@@ -235,7 +263,7 @@ def fp8_launcher(M: int, N: int, K: int, build=None, promote: bool = False):
         if key not in maps:
             ua, ub = qa.view(torch.uint8), qb.view(torch.uint8)
             maps[key] = (tma.tensor_map(ua, box=(FP8_BK, bm), swizzle="128B"),
-                         tma.tensor_map(ub, box=(FP8_BK, bn), swizzle="128B"),
+                         tma.tensor_map(ub, box=(FP8_BK, bn // cluster), swizzle="128B"),
                          tma.tensor_map(c, box=(64, 64), swizzle="128B"))
         ma, mb, mc = maps[key]
         k(grid, (FP8_THREADS, 1, 1),
@@ -258,7 +286,7 @@ def _sync():
     torch.cuda.synchronize()
 
 
-def wgmma_fp8_check(M: int = 256, N: int = 256, K: int = 512, seed=None, promote: bool = False) -> bool:
+def wgmma_fp8_check(M: int = 256, N: int = 256, K: int = 512, seed=None, promote: int = 0) -> bool:
     """One launch of gemm_fp8.cu on fresh random inputs, C poisoned with NaN, against float64.
     Prints what it compared; True when every output is written and the error norm is under 2^-7."""
     import os
@@ -273,7 +301,7 @@ def wgmma_fp8_check(M: int = 256, N: int = 256, K: int = 512, seed=None, promote
     _sync()
     rel, bad = _rel_err64(c, s["ref"])
     ok = bad == 0 and rel < REL_TOL
-    print(f"gemm_fp8{' PROMOTE=1' if promote else ''} M={M} N={N} K={K} seed={seed}: rel. error {rel:.2e} (bound {REL_TOL:.2e}), "
+    print(f"gemm_fp8{f' PROMOTE={int(promote)}' if promote else ''} M={M} N={N} K={K} seed={seed}: rel. error {rel:.2e} (bound {REL_TOL:.2e}), "
           f"{bad} outputs not finite -> {'ok' if ok else 'WRONG'}")
     return ok
 
@@ -302,8 +330,8 @@ def row_scales(s: dict):
     return ra, rb
 
 
-def wgmma_fp8(sizes=(4096, 8192), variants=(False, True)) -> list[dict]:
-    """gemm_fp8.cu (and its PROMOTE=1 variant) against torch._scaled_mm (cuBLAS FP8) at n x n x n
+def wgmma_fp8(sizes=(4096, 8192), variants=(0, 1, 2)) -> list[dict]:
+    """gemm_fp8.cu (and its PROMOTE=1 and PROMOTE=2 variants) against torch._scaled_mm (cuBLAS FP8) at n x n x n
     for each n, on an H200.
 
     Each size: two fresh input sets; the kernel's C (NaN-poisoned first) checked against float64
@@ -336,8 +364,7 @@ def wgmma_fp8(sizes=(4096, 8192), variants=(False, True)) -> list[dict]:
             checks = [_rel_err64(c, s["ref"]) for c, s in zip(cs, sets)]
             rel = max([rel0] + [r for r, _ in checks])
             bad = bad0 + sum(x for _, x in checks)
-            name = "gemm_fp8.cu, PROMOTE=1 (128x128, partials promoted per slice)" if promote else \
-                "gemm_fp8.cu (128x256, block scales in the epilogue)"
+            name = VARIANT_NAMES[int(promote)]
             measured.append((name, t, rel, bad))
         # cuBLAS: rowwise scales if this torch takes them, else unit scales (then its output is the
         # unscaled product and is checked against that)
@@ -365,8 +392,8 @@ def wgmma_fp8(sizes=(4096, 8192), variants=(False, True)) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- like for like (issue 19)
-# The kernel never promotes its partial sums; PROMOTE=1 adds each slice's partial sum into an fp32
-# accumulator with FADDs. torch._scaled_mm promotes by default and does not with use_fast_accum=True.
+# The kernel never promotes its partial sums; PROMOTE=2 (PROMOTED) adds each half slice's partial sum into
+# an fp32 accumulator with FADDs. torch._scaled_mm promotes by default and does not with use_fast_accum=True.
 # So each kernel is compared with the path that accumulates as it does, with the same inputs and the
 # same row/column scales, the four GEMMs interleaved launch by launch in one run (clocks and heat then
 # treat them alike), and the GPU's SM clock and throttle reasons sampled beside the figures.
@@ -379,7 +406,7 @@ def wgmma_fp8(sizes=(4096, 8192), variants=(False, True)) -> list[dict]:
 PATHS = {
     "kernel": "gemm_fp8.cu (not promoted)",
     "fast": "torch._scaled_mm, use_fast_accum=True (not promoted)",
-    "promote": "gemm_fp8.cu, PROMOTE=1 (promoted per slice)",
+    "promote": "gemm_fp8.cu, PROMOTE=2 (promoted per half slice)",
     "default": "torch._scaled_mm, default (promoted)",
 }
 PAIRS = (("kernel", "fast"), ("promote", "default"))     # (the course's kernel, the path it is judged against)
@@ -548,16 +575,16 @@ def like_for_like(sizes=(4096, 8192), rounds: int = 30) -> dict:
     import numpy as _np
     import torch
     from judge.grading import compare
-    builds = {p: wgmma_fp8_build(p) for p in (False, True)}
+    builds = {p: wgmma_fp8_build(p) for p in (0, PROMOTED)}
     out = {"rounds": rounds, "paths": PATHS, "sizes": {}}
     for n in sizes:
         M = N = K = int(n)
         sets = [_fp8_set(M, N, K, int.from_bytes(os.urandom(4), "little")) for _ in range(2)]
         cs = [compare.poison(torch.empty(M, N, device="cuda", dtype=torch.bfloat16)) for _ in sets]
         ins = [(s["qa"], s["qb"], c, s["sa"], s["sb"], *row_scales(s)) for s, c in zip(sets, cs)]
-        kern = {p: fp8_launcher(M, N, K, build=builds[p], promote=p) for p in (False, True)}
-        launches = {"kernel": lambda qa, qb, c, sa, sb, ra, rb: kern[False](qa, qb, c, sa, sb),
-                    "promote": lambda qa, qb, c, sa, sb, ra, rb: kern[True](qa, qb, c, sa, sb)}
+        kern = {p: fp8_launcher(M, N, K, build=builds[p], promote=p) for p in (0, PROMOTED)}
+        launches = {"kernel": lambda qa, qb, c, sa, sb, ra, rb: kern[0](qa, qb, c, sa, sb),
+                    "promote": lambda qa, qb, c, sa, sb, ra, rb: kern[PROMOTED](qa, qb, c, sa, sb)}
         how = "row/column scales"
         mm = _scaled_mm_paths(rowwise=True)
         try:
@@ -642,7 +669,7 @@ def accumulation_error(ks=(4096, 8192, 16384), m: int = 1024, dists=("normal", "
     import torch
     seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
     g = torch.Generator(device="cuda").manual_seed(seed)
-    builds = {p: wgmma_fp8_build(p) for p in (False, True)}
+    builds = {p: wgmma_fp8_build(p) for p in (0, PROMOTED)}
     one = torch.ones((), device="cuda", dtype=torch.float32)
     out = []
     from judge.grading import compare
@@ -659,7 +686,7 @@ def accumulation_error(ks=(4096, 8192, 16384), m: int = 1024, dists=("normal", "
             ra = torch.ones(m, 1, device="cuda", dtype=torch.float32)
             rb = torch.ones(1, m, device="cuda", dtype=torch.float32)
             got = {}
-            for p, name in ((False, "kernel"), (True, "promote")):
+            for p, name in ((0, "kernel"), (PROMOTED, "promote")):
                 c = compare.poison(torch.empty(m, m, device="cuda", dtype=torch.bfloat16))
                 fp8_launcher(m, m, K, build=builds[p], promote=p)(qa, qb, c, sa, sa)
                 got[name] = c
@@ -702,7 +729,8 @@ def compare_run(sizes=(4096, 8192), ks=(4096, 8192, 16384), rounds: int = 30) ->
     import time
     from judge import gpu
     t0 = time.time()
-    checks = {"plain 256x256x512": wgmma_fp8_check(), "PROMOTE=1 200x264x272": wgmma_fp8_check(200, 264, 272, promote=True)}
+    checks = {"plain 256x256x512": wgmma_fp8_check(),
+              f"PROMOTE={PROMOTED} 200x264x272": wgmma_fp8_check(200, 264, 272, promote=PROMOTED)}
     res = {"device": gpu.info().line(), "checks": checks, "accuracy": []}
     parts = [("accuracy", lambda: accumulation_error(ks))]
     if all(checks.values()):
@@ -758,10 +786,10 @@ def print_compare(res: dict) -> None:
 FINE_DEFINES = {"PROMOTE": 1, "FINE": 1}
 
 
-def fine_build():
-    """Compile gemm_fp8.cu with PROMOTE=1 FINE=1 for sm_90a (any machine)."""
+def fine_build(promote: int = 1):
+    """Compile gemm_fp8.cu with PROMOTE=`promote` FINE=1 for sm_90a (any machine)."""
     from judge.gpu import build
-    return build.compile(_fp8_source(), defines=FINE_DEFINES)
+    return build.compile(_fp8_source(), defines={**FINE_DEFINES, "PROMOTE": int(promote)})
 
 
 def fine_reference(qa, qb, sa, sb) -> np.ndarray:
@@ -775,18 +803,30 @@ def fine_reference(qa, qb, sa, sb) -> np.ndarray:
     return a @ b.T
 
 
-def fine_model_check(M: int = 256, N: int = 256, K: int = 512, seed=None):
-    """The FINE=1 kernel on the CPU model of the machine (judge.model), fresh random inputs, C poisoned:
-    a judge.grading.compare.Comparison against fine_reference (norm within REL_TOL, every output written)."""
+def fine_model_check(M: int = 256, N: int = 256, K: int = 512, seed=None, promote: int = 1):
+    """The FINE=1 kernel (fine_build(promote)) on the CPU model of the machine (judge.model): model_check."""
+    return model_check(M, N, K, seed=seed, promote=promote, fine=True, build=fine_build(promote))
+
+
+def model_check(M: int = 256, N: int = 256, K: int = 512, seed=None, promote: int = 0, fine: bool = False,
+                build=None, cluster: int | None = None):
+    """gemm_fp8.cu (PROMOTE=`promote`, FINE=`fine`) on the CPU model of the machine (judge.model), fresh
+    random inputs, C poisoned: a judge.grading.compare.Comparison against float64 (norm within REL_TOL,
+    every output written). The inputs are exact E4M3 values and the scales random powers of two, so the
+    float64 reference (each E4M3 value times its scales, summed) is exact. Block scales: sa[ceil(M/128)],
+    sb[ceil(N/128)]; fine: sa (KB x M), sb (NB x KB), as fine_reference takes them."""
     import ml_dtypes
 
     from judge.grading import compare
+    from judge.gpu import build as _build
     from judge.gpu import launch as _launch
     from judge.hw import tma
     fp8_check_size(M, N, K)
+    cluster = FP8_CLUSTER[promote] if cluster is None else cluster
     seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
     rng = np.random.default_rng(seed)
-    KB, NB = -(-K // FP8_SCALE_ROWS), -(-N // FP8_SCALE_ROWS)
+    r = FP8_SCALE_ROWS
+    KB, MB, NB = -(-K // r), -(-M // r), -(-N // r)
 
     def aligned(shape, dtype):
         n = int(np.prod(shape)) * np.dtype(dtype).itemsize
@@ -797,20 +837,32 @@ def fine_model_check(M: int = 256, N: int = 256, K: int = 512, seed=None):
     qa, qb = aligned((M, K), e4m3), aligned((N, K), e4m3)
     qa[...] = (rng.standard_normal((M, K)) * 8).astype(np.float32).astype(e4m3)
     qb[...] = (rng.standard_normal((N, K)) * 8).astype(np.float32).astype(e4m3)
-    sa = (2.0 ** rng.uniform(-6, -2, (KB, M))).astype(np.float32)
-    sb = (2.0 ** rng.uniform(-6, -2, (NB, KB))).astype(np.float32)
+    if fine:
+        sa = (2.0 ** rng.uniform(-6, -2, (KB, M))).astype(np.float32)
+        sb = (2.0 ** rng.uniform(-6, -2, (NB, KB))).astype(np.float32)
+    else:
+        sa = (2.0 ** rng.integers(-6, -1, MB)).astype(np.float32)
+        sb = (2.0 ** rng.integers(-6, -1, NB)).astype(np.float32)
     c = aligned((M, N), ml_dtypes.bfloat16)
     c[...] = np.nan
-    bm, bn = FP8_TILE[True]
+    bm, bn = FP8_TILE[promote]
     maps = (tma.tensor_map(qa.view(np.uint8), box=(FP8_BK, bm), swizzle="128B"),
-            tma.tensor_map(qb.view(np.uint8), box=(FP8_BK, bn), swizzle="128B"),
+            tma.tensor_map(qb.view(np.uint8), box=(FP8_BK, bn // cluster), swizzle="128B"),
             tma.tensor_map(c, box=(64, 64), swizzle="128B"))
-    tiles = -(-M // bm) * -(-N // bn)
-    _launch.launch(fine_build(), FP8_KERNEL, grid=(min(2, tiles), 1, 1), block=(FP8_THREADS, 1, 1),
-                   args=(*maps, sa, sb, np.int32(M), np.int32(N), np.int32(K)), shared_bytes=fp8_shared_bytes(True))
-    ref = fine_reference(qa.astype(np.float64), qb.astype(np.float64), sa, sb)
+    tiles = -(-M // (cluster * bm)) * -(-N // bn)
+    if build is None:
+        defines = {"PROMOTE": int(promote), "CLUSTER": int(cluster), **({"FINE": 1} if fine else {})}
+        build = _build.compile(_fp8_source(), defines=defines)
+    _launch.launch(build, FP8_KERNEL, grid=(cluster * min(2, tiles), 1, 1), block=(FP8_THREADS, 1, 1),
+                   args=(*maps, sa, sb, np.int32(M), np.int32(N), np.int32(K)), shared_bytes=fp8_shared_bytes(promote))
+    a64, b64 = qa.astype(np.float64), qb.astype(np.float64)
+    if fine:
+        ref = fine_reference(a64, b64, sa, sb)
+    else:
+        ref = (a64 * np.repeat(sa.astype(np.float64), r)[:M, None]) @ (b64 * np.repeat(sb.astype(np.float64), r)[:N, None]).T
+    what = f"PROMOTE={int(promote)}" + (" FINE=1" if fine else "")
     return compare.compare(c.astype(np.float32), ref, rtol=np.inf, atol=np.inf, norm_tol=REL_TOL,
-                           case=f"gemm_fp8.cu FINE=1 on the CPU model: M={M} N={N} K={K} seed={seed}")
+                           case=f"gemm_fp8.cu {what} on the CPU model: M={M} N={N} K={K} seed={seed}")
 
 
 def _fine_set(M, N, K, seed):
@@ -912,7 +964,7 @@ if __name__ == "__main__":
     what = args.what or ("compare" if args.out else "ceilings")
     out_dir = args.out or os.environ.get("OUT")
     if what == "wgmma":                    # the course's own FP8 kernel (chapters/04_wgmma/gemm_fp8.cu)
-        if not (wgmma_fp8_check() and wgmma_fp8_check(200, 264, 272, promote=True)):
+        if not (wgmma_fp8_check() and all(wgmma_fp8_check(200, 264, 272, promote=p) for p in (1, 2))):
             sys.exit("gemm_fp8.cu gave wrong results on the small checks; not timing it")
         r = wgmma_fp8()
         show.table(r)

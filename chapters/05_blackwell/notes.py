@@ -89,7 +89,7 @@ def wgmma_fp8_note(rows: list | None) -> str:
     for r in rows:
         if not r["kernel"].startswith("gemm_fp8"):
             continue
-        promoted = "PROMOTE=1" in r["kernel"]
+        promoted = "PROMOTE=" in r["kernel"]
         against = ("the default `torch._scaled_mm`, which also promotes: like for like" if promoted else
                    "the default `torch._scaled_mm`, which promotes its partial sums and this kernel does not: "
                    "not like for like (see the next cell)")

@@ -27,7 +27,7 @@ def test_the_kernel_runs_e4m3_warpgroup_mma_with_k32(b):
 
 
 def test_the_kernel_keeps_the_chapter_design(b):
-    for feature in ("tma.load", "tma.store", "mbarrier.wait", "setmaxnreg", "proxy.fence"):
+    for feature in ("tma.load", "tma.multicast", "tma.store", "mbarrier.wait", "setmaxnreg", "proxy.fence"):
         assert b.uses(feature), f"gemm_fp8.cu lost {feature}"
     res = b.resources["gemm_fp8"]
     assert res["spill_stores"] == 0 and res["spill_loads"] == 0 and res["local"] == 0, res
@@ -37,11 +37,32 @@ def test_the_kernel_keeps_the_chapter_design(b):
 
 def test_the_promoting_variant_fits_three_accumulators_without_spilling():
     # PROMOTE=1: 64 x 128 per consumer, the accumulator and two slice partials (3 x 64 registers)
-    p = fp8.wgmma_fp8_build(promote=True)
+    p = fp8.wgmma_fp8_build(promote=1)
     assert set(re.findall(r"QGMMA\.\S+", p.sass_of("gemm_fp8"))) == {"QGMMA.64x128x32.F32.E4M3.E4M3"}
     res = p.resources["gemm_fp8"]
     assert res["spill_stores"] == 0 and res["spill_loads"] == 0 and res["local"] == 0, res
     assert p.uses("setmaxnreg") and not [line for line in p.log.splitlines() if "C75" in line], p.log
+
+
+def test_the_half_slice_variant_keeps_the_wide_tile_with_one_partial():
+    # PROMOTE=2: 64 x 256 per consumer in two halves of m64n128k32, the sum (128 registers) and one
+    # partial (64); 64 FADDs per half, two halves per slice
+    p = fp8.wgmma_fp8_build(promote=2)
+    sass = p.sass_of("gemm_fp8")
+    assert set(re.findall(r"QGMMA\.\S+", sass)) == {"QGMMA.64x128x32.F32.E4M3.E4M3"}
+    assert len(re.findall(r"\bFADD\b", sass)) == 2 * 64
+    res = p.resources["gemm_fp8"]
+    assert res["spill_stores"] == 0 and res["spill_loads"] == 0 and res["local"] == 0, res
+    assert p.uses("setmaxnreg") and not [line for line in p.log.splitlines() if "C75" in line], p.log
+
+
+@pytest.mark.parametrize("promote", [0, 1, 2])
+def test_each_variant_is_built_for_the_cluster_its_launcher_launches(promote):
+    # __cluster_dims__ is fixed at compile time (gemm_fp8.cu's CLUSTER); the host's grid, B's box and
+    # the cluster tiles come from FP8_CLUSTER: the two must agree or half of B never arrives.
+    ptx = fp8.wgmma_fp8_build(promote).ptx
+    assert f".reqnctapercluster {fp8.FP8_CLUSTER[promote]}, 1, 1" in ptx
+    assert fp8.wgmma_fp8_build(promote).uses("tma.multicast") == (fp8.FP8_CLUSTER[promote] > 1)
 
 
 def test_the_ring_fits_in_shared_memory():
@@ -49,7 +70,9 @@ def test_the_ring_fits_in_shared_memory():
     assert fp8.fp8_shared_bytes() == 4 * 384 * 128 + 2 * 16384 + 1024
     # PROMOTE=1: 6 stages x (128 + 128) rows x 128 bytes, the same epilogue buffers
     assert fp8.fp8_shared_bytes(promote=True) == 6 * 256 * 128 + 2 * 16384 + 1024
-    assert max(fp8.fp8_shared_bytes(), fp8.fp8_shared_bytes(promote=True)) <= 227 * 1024
+    # PROMOTE=2: the plain kernel's ring and buffers
+    assert fp8.fp8_shared_bytes(promote=2) == fp8.fp8_shared_bytes()
+    assert max(fp8.fp8_shared_bytes(p) for p in (0, 1, 2)) <= 227 * 1024
 
 
 def test_sizes_the_tensor_maps_cannot_take_are_refused_with_the_rule():
@@ -79,8 +102,55 @@ def test_the_kernel_matches_float64_on_an_h200():
     gpu.need("sm_90")
     assert fp8.wgmma_fp8_check(256, 256, 512)
     assert fp8.wgmma_fp8_check(200, 264, 272)            # edges: partial tiles in M, N and K
-    assert fp8.wgmma_fp8_check(256, 256, 512, promote=True)
-    assert fp8.wgmma_fp8_check(200, 264, 272, promote=True)   # 3 K slices: the odd one after the loop
+    assert fp8.wgmma_fp8_check(100, 264, 272)            # a cluster whose second block lies past M
+    for p in (1, 2):
+        assert fp8.wgmma_fp8_check(256, 256, 512, promote=p)
+        assert fp8.wgmma_fp8_check(200, 264, 272, promote=p)   # PROMOTE=1: 3 K slices, the odd one after the loop
+
+
+# ------------------------------------------------------------------ on the CPU model, any machine
+# (promote, fine, M, N, K): 200 rows make a cluster's second block half empty and 100 rows leave it
+# wholly past M (its scale must not be read); 784 = 6 slices + a tail, so the ring wraps.
+MODEL_CASES = {
+    "plain, clusters of 2, ragged": (0, False, 200, 264, 272),
+    "plain, second block past M, ring wraps": (0, False, 100, 264, 784),
+    "PROMOTE=2, ragged": (2, False, 200, 264, 272),
+    "PROMOTE=2 FINE=1, ragged": (2, True, 200, 264, 272),
+}
+
+
+@pytest.mark.parametrize("case", MODEL_CASES)
+def test_every_variant_matches_float64_on_the_cpu_model(case):
+    pytest.importorskip("ml_dtypes")
+    promote, fine, *shape = MODEL_CASES[case]
+    r = fp8.model_check(*shape, promote=promote, fine=fine)
+    assert r.ok, r.message
+
+
+def test_a_half_added_into_the_wrong_half_is_wrong_on_the_model():
+    pytest.importorskip("ml_dtypes")
+    b = fp8.edited_build([("add_half<1>(acc, part, sa0 * sb1, sa1 * sb1);", "add_half<0>(acc, part, sa0 * sb1, sa1 * sb1);")],
+                         defines={"PROMOTE": 2})
+    assert not fp8.model_check(200, 264, 272, promote=2, build=b).ok
+
+
+def test_adding_a_partial_before_its_wgmma_are_waited_for_is_caught_on_the_model():
+    pytest.importorskip("ml_dtypes")
+    from judge.model.errors import Violation
+    b = fp8.edited_build([("        wg::wait<0>();\n        add_half<0>", "        add_half<0>")], defines={"PROMOTE": 2})
+    with pytest.raises(Violation, match="wgmma-accumulator"):
+        fp8.model_check(200, 264, 272, promote=2, build=b)
+
+
+def test_a_slot_released_in_one_block_only_leaves_the_cluster_waiting_on_the_model():
+    # each block's producer multicasts into both blocks, so a slot is free only when the consumers of
+    # BOTH have released it; releasing only one's own leaves the other producer waiting forever
+    pytest.importorskip("ml_dtypes")
+    from judge.model.errors import Hang
+    b = fp8.edited_build([("    for (int p = 0; p < CLUSTER; ++p) wg::arrive_cluster(empty_slot, p);",
+                           "    wg::arrive_cluster(empty_slot, wg::cluster_rank());")])
+    with pytest.raises(Hang, match="arrivals missing"):
+        fp8.model_check(200, 264, 784, build=b)
 
 
 # ------------------------------------------------------------------ FINE=1: fine-grained scales at promotion
@@ -102,7 +172,7 @@ def test_the_fine_grained_variant_matches_float64_on_the_cpu_model(shape):
 def _fine_with(monkeypatch, src, name):
     from judge.gpu import build
     b = build.compile(src, name=name, defines=fp8.FINE_DEFINES)
-    monkeypatch.setattr(fp8, "fine_build", lambda: b)
+    monkeypatch.setattr(fp8, "fine_build", lambda promote=1: b)
     return fp8.fine_model_check(256, 256, 512)
 
 

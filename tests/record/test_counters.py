@@ -377,7 +377,7 @@ def test_rounds_alternate_their_order_and_pairs_match_accumulation():
     # each kernel is judged against the _scaled_mm path that accumulates as it does
     assert fp8.PAIRS == (("kernel", "fast"), ("promote", "default"))
     assert "use_fast_accum=True" in fp8.PATHS["fast"] and "not promoted" in fp8.PATHS["kernel"]
-    assert "promoted" in fp8.PATHS["default"] and "PROMOTE=1" in fp8.PATHS["promote"]
+    assert "promoted" in fp8.PATHS["default"] and "PROMOTE=2" in fp8.PATHS["promote"]
 
 
 def test_fp8_cli_parses_without_a_gpu():
