@@ -363,19 +363,23 @@ def fragment_coord(thread: int, reg: int, n: int = 64) -> tuple[int, int]:
     return row, col
 
 
-def a_fragment_coord(thread: int, reg: int) -> tuple[int, int]:
-    """(row, k) of the lower bf16/f16 element that register a[reg] (0..3, .b32) of `thread` holds in the
-    register form of wgmma .m64nNk16 (A from registers); the upper half of the register holds (row, k + 1).
-    PTX ISA, wgmma "Register Fragments", matrix A of .m64nNk16: warp w owns rows 16w..16w+15, lane l
-    row l / 4 of each 8-row band and columns 2 (l % 4) + {0, 1} of each 8-column half; a[0] upper band
-    left half, a[1] lower band, a[2] upper band right half, a[3] lower band right half (the accumulator's
-    pattern with 16 columns)."""
+def a_fragment_coord(thread: int, reg: int, k: int = 16) -> tuple[int, int]:
+    """(row, k) of the lowest element that register a[reg] (0..3, .b32) of `thread` holds in the register
+    form of wgmma (A from registers): .m64nNk16 (k=16, bf16/f16: the register holds (row, k) and (row, k + 1))
+    or .m64nNk32 (k=32, e4m3/e5m2: four bytes, (row, k) .. (row, k + 3)).
+    PTX ISA, wgmma "Register Fragments", matrix A: warp w owns rows 16w..16w+15, lane l row l / 4 of each
+    8-row band and the (l % 4)-th register-wide column group of each half of K; a[0] upper band left
+    half, a[1] lower band, a[2] upper band right half, a[3] lower band right half (the accumulator's
+    pattern with 16 columns; for 8-bit types every element is half as wide, so a register spans 4 of K)."""
     if not 0 <= thread < 128:
         raise ValueError(f"a warpgroup has threads 0..127, not {thread}")
+    if k not in (16, 32):
+        raise ValueError(f"wgmma's K is 16 (16-bit types) or 32 (8-bit types), not {k}")
     if not 0 <= reg < 4:
-        raise ValueError(f"the A fragment of m64nNk16 is four .b32 registers per thread, not a[{reg}]")
+        raise ValueError(f"the A fragment of m64nNk{k} is four .b32 registers per thread, not a[{reg}]")
     warp, lane = divmod(thread, 32)
-    return 16 * warp + lane // 4 + 8 * (reg % 2), 2 * (lane % 4) + 8 * (reg // 2)
+    per = k // 8                                      # elements per register: 2 or 4
+    return 16 * warp + lane // 4 + 8 * (reg % 2), per * (lane % 4) + (k // 2) * (reg // 2)
 
 
 def fragment_owner(row: int, col: int, n: int = 64) -> tuple[int, int]:

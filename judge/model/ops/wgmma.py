@@ -109,8 +109,8 @@ def mma_async(m, ins):
     if dvec.kind != "vec" or len(dvec.items) != n // 2:
         raise Unsupported(ins.op, f"expected {n // 2} accumulator registers")
     a_regs = da.kind == "vec"             # the RS form: A's fragment in four .b32 registers per thread
-    if a_regs and (K != 16 or len(da.items) != 4):
-        raise Unsupported(ins.op, "wgmma with A in registers other than .bf16 / .f16 m64nNk16 (four .b32 registers)")
+    if a_regs and len(da.items) != 4:
+        raise Unsupported(ins.op, "wgmma with A in registers needs four .b32 registers per thread")
     rest = ins.args[3:]
     scale_d_op = rest[0]
     imms = [int(o.value) for o in rest[1:]]
@@ -126,7 +126,8 @@ def mma_async(m, ins):
     a_names = [o.name for o in da.items] if a_regs else []
     # A's register fragment of m64k16 (judge.hw.wgmma.a_fragment_coord): register j of thread t holds
     # the pair at (row, k) and (row, k + 1)
-    a_rc = np.array([[_wg.a_fragment_coord(t, j) for j in range(4)] for t in range(128)])        # (128, 4, 2)
+    a_rc = np.array([[_wg.a_fragment_coord(t, j, K) for j in range(4)] for t in range(128)])     # (128, 4, 2)
+    per_reg = 4 // np.dtype(el_a).itemsize                           # elements in one .b32: 2 (16-bit) or 4 (8-bit)
     a_row, a_col = a_rc[..., 0], a_rc[..., 1]
     rows = np.arange(64)[:, None]
     ks = np.arange(K)[None, :]
@@ -174,10 +175,11 @@ def mma_async(m, ins):
                         break
                 words32 = np.stack([np.broadcast_to(np.asarray(m.rd(it, "b32", ins)), (m.n,))[lanes]
                                     for it in da.items], axis=1).astype(np.uint32)        # (128, 4)
-                halves = np.stack([words32 & 0xFFFF, words32 >> 16], axis=-1).astype(np.uint16)   # lower = lower column
-                vals = halves.view(el_a).astype(np.float64)                                     # (128, 4, 2)
-                A = np.zeros((64, 16))
-                A[a_row[..., None], a_col[..., None] + np.arange(2)] = vals
+                # the register's bytes, lowest first = lowest column (little-endian, as ld.shared.b32 made them)
+                raw = words32[..., None].view(np.uint8).reshape(128, 4, 4)
+                vals = raw.view(el_a).astype(np.float64)                                # (128, 4, per_reg)
+                A = np.zeros((64, K))
+                A[a_row[..., None], a_col[..., None] + np.arange(per_reg)] = vals
                 wa = np.zeros(0, np.int64)
             else:
                 A, wa = operand(dA, rows, lanes, c, "A", el_a, major_a)
