@@ -1,5 +1,5 @@
-// gemm_08_tma_store.cu - rung 8 of Chapter 4's GEMM ladder, its fastest: a TMA-store epilogue and a
-// tile order that keeps L2 warm, on top of every earlier rung (rung 9 regroups its consumers).
+// gemm_08_tma_store.cu - rung 8 of Chapter 4's GEMM ladder: a TMA-store epilogue and a tile order that
+// keeps L2 warm, on top of every earlier rung (rung 9 regroups its consumers, rung 10 splits its last round).
 // C (M x N, bf16, row-major) = A (M x K, bf16, row-major) * B^T (B: N x K, K-major), fp32 accumulate.
 //
 // What runs where (one block per SM, persistent; blocks paired in clusters of 2):

@@ -4,8 +4,10 @@
 // C (M x N, bf16, row-major) = A (M x K, bf16, row-major) * B^T (B: N x K, K-major), fp32 accumulate.
 //
 // Why: a persistent grid of P clusters walks T cluster tiles (256 x 256: the two blocks' 128 x 256).
-// With T = 256 (4096^3) and P = 66, the walk takes ceil(256 / 66) = 4 rounds although the work is
-// 3.88 rounds: 3 % of the machine idles in the last one (8192^3: 1024 tiles, 15.5 of 16 rounds).
+// With T = 1024 (8192^3) and P = 66, the walk takes ceil(1024 / 66) = 16 rounds although the work is
+// 15.5: the last round holds 34 tiles, and 48 % of the machine idles in it. (At 4096^3, 256 tiles, the
+// last round is 88 % full; the host's plan, ladder.stream_k_plan, does not split there: splitting was
+// measured 2.8 % slower, so this kernel then runs rung 8's path.)
 // Here the first T - (T mod P) tiles are walked whole as before ("data-parallel"); the other
 // sk_tiles tiles are cut into their k_tiles slices of BK, and those U = sk_tiles * k_tiles slices are
 // dealt out in equal contiguous ranges to the first sk_clusters clusters ("stream-K"). A tile whose
@@ -32,8 +34,8 @@
 #define GROUP_M 8       // cluster tile-rows walked together (L2 reuse of B)
 #endif
 #ifndef SK_FIRST
-#define SK_FIRST 0      // 1: each cluster works its stream-K range before its whole tiles
-#endif
+#define SK_FIRST 0      // 1: each cluster works its stream-K range before its whole tiles (measured slower:
+#endif                  // 0.936 of cuBLAS at 4096^3, 0.996 at 8192^3; explore_h200.py round5)
 #define CONSUMERS (BM / 64)
 #define THREADS (128 * (CONSUMERS + 1))
 #define CLUSTER 2

@@ -209,8 +209,6 @@ SK_MIN_SLICES = 8
 #: round is 58 / 66 = 0.88 full (0.12 of a tile idle), and faster where 0.24 or more of a tile idled
 #: (8192^3: 0.48; 8B MLP down: 0.24, +1.5 %). So rung 10 splits only when more than this share idles.
 SK_COST_TILES = 0.2
-#: Profiled at 8192^3 too (judge.record.counters): there rung 10 splits, at 4096^3 it does not.
-PROFILED_AT_8192 = ("TMA store + L2 order", "stream-K tail")
 
 
 def stream_k_plan(M: int, N: int, K: int, clusters: int, tile=(128, 256), cluster: int = 2,
@@ -231,10 +229,18 @@ def stream_k_plan(M: int, N: int, K: int, clusters: int, tile=(128, 256), cluste
     idle = 1 - sk_tiles / clusters if tiles >= clusters else 0.0   # of the last round (whole tiles)
     if sk_tiles == 0 or sk_clusters <= sk_tiles or (tiles >= clusters and idle <= cost_tiles):
         sk_tiles = sk_clusters = 0
-    rounds = tiles // clusters + (sk_tiles * k_tiles / sk_clusters / k_tiles if sk_clusters else
-                                  (1 if tiles % clusters else 0))
+    rounds = tiles // clusters + (sk_tiles / sk_clusters if sk_clusters else (1 if tiles % clusters else 0))
     return {"tiles": tiles, "k_tiles": k_tiles, "sk_tiles": sk_tiles, "sk_clusters": sk_clusters,
             "rounds": rounds, "rounds_whole_tiles": -(-tiles // clusters), "idle_last_round": round(idle, 3)}
+
+
+def stream_k_args(plan: dict | None, workspace, flags, epoch: int) -> tuple:
+    """Rung 10's arguments after M, N, K: the split (none when plan is None), the fp32 workspace (one
+    64 x BN partial per slot, stream_k_slots), the flags (one per slot) and the launch's epoch, which the
+    flags are compared with (so neither is ever cleared). workspace and flags: a device pointer
+    (np.uint64) on a GPU, NumPy arrays on the CPU model."""
+    sk_tiles, sk_clusters = (plan["sk_tiles"], plan["sk_clusters"]) if plan else (0, 0)
+    return np.int32(sk_tiles), np.int32(sk_clusters), workspace, flags, np.uint32(epoch)
 
 
 def stream_k_slots(clusters: int, r: dict) -> int:
@@ -314,10 +320,9 @@ def launcher(name: str, M: int, N: int, K: int, *, build=None, timeline_buf=None
         ma, mb, mc = get_maps(a, bb, c)
         if plan is not None:
             epoch[0] += 1
-            args = (ma.as_kernel_arg(), mb.as_kernel_arg(), mc.as_kernel_arg(),
-                    np.int32(M), np.int32(N), np.int32(K), np.int32(plan["sk_tiles"]),
-                    np.int32(plan["sk_clusters"]), np.uint64(workspace.data_ptr()),
-                    np.uint64(flags.data_ptr()), np.uint32(epoch[0]))
+            args = (ma.as_kernel_arg(), mb.as_kernel_arg(), mc.as_kernel_arg(), np.int32(M), np.int32(N),
+                    np.int32(K), *stream_k_args(plan, np.uint64(workspace.data_ptr()),
+                                                np.uint64(flags.data_ptr()), epoch[0]))
         elif r["tma_store"]:
             tl = np.uint64(timeline_buf.data_ptr() if timeline_buf is not None else 0)
             args = (ma.as_kernel_arg(), mb.as_kernel_arg(), mc.as_kernel_arg(),
@@ -425,8 +430,7 @@ def model_check(name: str, M: int, N: int, K: int, seed=None, clusters: int = 2,
         plan = stream_k_plan(M, N, K, clusters, r["tile"], cl, min_slices=1, cost_tiles=0)   # small: split anyway
         slots = stream_k_slots(clusters, r)
         args = (*maps, tma.tensor_map(c, box=(64, 64), swizzle="128B"), np.int32(M), np.int32(N), np.int32(K),
-                np.int32(plan["sk_tiles"]), np.int32(plan["sk_clusters"]),
-                np.full(slots * 64 * bn, np.nan, np.float32), np.zeros(slots, np.uint32), np.uint32(1))
+                *stream_k_args(plan, np.full(slots * 64 * bn, np.nan, np.float32), np.zeros(slots, np.uint32), 1))
     elif r["tma_store"]:
         args = (*maps, tma.tensor_map(c, box=(64, 64), swizzle="128B"), np.int32(M), np.int32(N), np.int32(K),
                 np.uint64(0))
@@ -651,22 +655,25 @@ COUNTERS_AT = {"stream-K tail": 8192}
 STEP_FROM = {"stream-K tail": "TMA store + L2 order"}
 
 
-def _counter_key(label: str, size: str | None) -> str:
-    return label if size in (None, "4096^3", "chapter's defaults") else f"{label} ({size.replace('^3', '³')})"
+def profiled_at(n: int) -> list[tuple[str, str]]:
+    """(rung, the rung its claim compares it with) of the claims resting on counters at n^3 (COUNTERS_AT):
+    what judge.record.counters profiles at that size besides every rung and variant at 4096^3."""
+    names = [(name, before) for name, before, _, _ in CLAIMS if COUNTERS_AT.get(name) == n]
+    return list(dict.fromkeys(x for pair in names for x in pair if x))
 
 
-def counters_by_rung(counters: dict | None) -> dict:
-    """{label: summary} from record.figures("ch04.counters") (labels are the rung and variant names;
-    rows profiled at another size than 4096^3 are "label (8192³)")."""
+def counters_by_rung(counters: dict | None, n: int = 4096) -> dict:
+    """{label: summary} of the rows profiled at n^3 in record.figures("ch04.counters") (labels are the
+    rung and variant names)."""
     if not counters:
         return {}
-    return {_counter_key(r["label"], r.get("size")): {**r["summary"], "shared bytes per block":
+    return {r["label"]: {**r["summary"], "shared bytes per block":
                          r["metrics"].get("launch__shared_mem_per_block_dynamic", {}).get("value"),
                          "blocks per SM (registers limit)":
                          r["metrics"].get("launch__occupancy_limit_registers", {}).get("value"),
                          "blocks per SM (shared-memory limit)":
                          r["metrics"].get("launch__occupancy_limit_shared_mem", {}).get("value")}
-            for r in counters["rows"]}
+            for r in counters["rows"] if r.get("size", "4096^3") in (f"{n}^3", "chapter's defaults")}
 
 
 def _stall(s: dict, reason: str) -> float:
@@ -812,12 +819,8 @@ def claim_holds(rung: str, counters: dict | None) -> bool | None:
 
 
 def _claim_counters(rung: str, counters: dict | None) -> dict:
-    """counters_by_rung, with the rows of the size the rung's claim rests on under the plain names."""
-    by = counters_by_rung(counters)
-    if rung in COUNTERS_AT:
-        at = f" ({COUNTERS_AT[rung]}³)"
-        by = {k[:-len(at)]: v for k, v in by.items() if k.endswith(at)}
-    return by
+    """counters_by_rung at the size the rung's claim rests on (COUNTERS_AT; 4096^3 for the others)."""
+    return counters_by_rung(counters, COUNTERS_AT.get(rung, 4096))
 
 
 def claim_text(rung: str, counters: dict | None) -> str | None:

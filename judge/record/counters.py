@@ -1,5 +1,6 @@
 """Profiler counters behind the chapters' "why": Nsight Compute (ncu) on every chapter-4 ladder rung and
-variant, the chapter-1 SGEMM kernels and the chapter-3 kernels the prose explains. Needs an H100/H200
+variant, the chapter-1 SGEMM kernels, the chapter-3 kernels the prose explains and chapter 5's FP8 GEMM
+(gemm_fp8.cu: plain, PROMOTE=1, PROMOTE=2). Needs an H100/H200
 with `ncu` on the PATH; the record run calls it as its part "counters".
 
     python -m judge.record.hopper_run --part counters --out $OUT     # the whole pass (about 5 minutes)
@@ -18,7 +19,7 @@ under ncu (one failure or hang costs one row):
         --section LaunchStats --metrics M1,M2,... python -m judge.record.counters --run ID
 
 The child makes fresh random inputs at the chapter's size (GEMMs at 4096^3; rungs 8 and 10 also at 8192^3,
-where rung 10 splits its last round of tiles and 4096^3 does not), poisons the output,
+where rung 10 splits its last round of tiles and 4096^3 does not; the promoting FP8 kernels also at 8192^3), poisons the output,
 launches the kernel ONCE (that launch is the one ncu profiles), then checks the output against a
 float64 (or exact integer) reference; the row says whether that check passed. Metrics that this ncu
 does not know (checked against `ncu --query-metrics` first) or cannot read on this GPU are "n/a" in
@@ -30,7 +31,7 @@ Each row: id, chapter, label, kernel, ok/check (the output check), seconds, summ
 chapters quote: pipe utilisation, achieved occupancy, blocks per SM, the top warp-stall reasons, L2 and
 DRAM bytes, shared-memory wavefronts and bank conflicts, DSMEM traffic) and metrics (every metric ncu
 returned, {"value", "unit"}). The rows go into the record as sections "ch01.counters", "ch03.counters",
-"ch04.counters", and into OUT/counters.json; the raw ncu logs into OUT/ncu_logs/ID.csv.
+"ch04.counters", "ch05.counters", and into OUT/counters.json; the raw ncu logs into OUT/ncu_logs/ID.csv.
 """
 from __future__ import annotations
 
@@ -53,6 +54,9 @@ from judge import config
 CH01 = config.CHAPTERS_DIR / "01_cp_async"
 CH03 = config.CHAPTERS_DIR / "03_clusters"
 CH04 = config.CHAPTERS_DIR / "04_wgmma"
+CH05 = config.CHAPTERS_DIR / "05_blackwell"
+#: chapter 5's FP8 GEMM (chapters/04_wgmma/gemm_fp8.cu), by PROMOTE level, at these sizes
+FP8_PROFILED = ((0, 4096), (1, 4096), (2, 4096), (1, 8192), (2, 8192))
 GEMM_N = 4096                    # every GEMM is profiled at 4096^3
 CHILD_TIMEOUT = 120              # seconds per kernel, ncu included
 SECTIONS = ("WarpStateStats", "Occupancy", "LaunchStats")
@@ -159,13 +163,13 @@ def kernels() -> list[dict]:
     finally:
         del sys.path[:2]
     out = []
-    for r in ladder.RUNGS + ladder.VARIANTS:
-        out.append({"id": f"ch04.{_slug(r['name'])}", "chapter": "ch04", "label": r["name"], "kernel": r["kernel"],
-                    "variant": r not in ladder.RUNGS, "sources": [str(CH04 / r["file"]), str(CH04 / "ladder.py")]})
-    for name in ladder.PROFILED_AT_8192:           # where rung 10 splits its last round (4096^3: it does not)
-        r = ladder.rung(name)
-        out.append({"id": f"ch04.{_slug(name)}_8192", "chapter": "ch04", "label": name, "kernel": r["kernel"],
-                    "variant": True, "n": 8192, "sources": [str(CH04 / r["file"]), str(CH04 / "ladder.py")]})
+    # every rung and variant at 4096^3; again at 8192^3 those whose claim rests on it (rung 10 splits its
+    # last round there, at 4096^3 it does not) with the rung they are compared with
+    at = [(r, GEMM_N) for r in ladder.RUNGS + ladder.VARIANTS] + [(ladder.rung(x), 8192) for x in ladder.profiled_at(8192)]
+    for r, n in at:
+        out.append({"id": f"ch04.{_slug(r['name'])}" + ("" if n == GEMM_N else f"_{n}"), "chapter": "ch04",
+                    "label": r["name"], "kernel": r["kernel"], "variant": r not in ladder.RUNGS or n != GEMM_N,
+                    **({} if n == GEMM_N else {"n": n}), "sources": [str(CH04 / r["file"]), str(CH04 / "ladder.py")]})
     for label, f, defines in sgemm.BASELINES:
         out.append({"id": f"ch01.{Path(f).stem}", "chapter": "ch01", "label": label,
                     "kernel": sgemm.spec(f, defines).name, "sources": [str(CH01 / f), str(CH01 / "sgemm.py")]})
@@ -184,6 +188,11 @@ def kernels() -> list[dict]:
         out.append({"id": f"ch03.multicast_{c}", "chapter": "ch03",
                     "label": "multicast_reuse: plain TMA" if c == 1 else f"multicast_reuse: multicast to {c}",
                     "kernel": "multicast_reuse", "sources": [str(CH03 / "multicast_reuse.cu"), str(CH03 / "run.py")]})
+    for promote, n in FP8_PROFILED:
+        out.append({"id": f"ch05.fp8_promote{promote}" + ("" if n == GEMM_N else f"_{n}"), "chapter": "ch05",
+                    "label": f"gemm_fp8.cu PROMOTE={promote}", "kernel": "gemm_fp8", "promote": promote,
+                    **({} if n == GEMM_N else {"n": n}),
+                    "sources": [str(CH04 / "gemm_fp8.cu"), str(CH05 / "fp8.py")]})
     return out
 
 
@@ -307,6 +316,23 @@ def _run_ch03(kid: str) -> None:
     raise KeyError(kid)
 
 
+def _run_ch05(promote: int, n: int) -> None:
+    """One launch of gemm_fp8.cu (PROMOTE=promote) at n^3 on fresh block-quantized inputs, C poisoned,
+    against the float64 product of the dequantized inputs (fp8.py's own check)."""
+    import torch
+    sys.path.insert(0, str(CH05))
+    import fp8
+    from judge.grading import compare
+    seed = int.from_bytes(os.urandom(4), "little")
+    s = fp8._fp8_set(n, n, n, seed)
+    c = compare.poison(torch.empty(n, n, device="cuda", dtype=torch.bfloat16))
+    fp8.fp8_launcher(n, n, n, promote=promote)(s["qa"], s["qb"], c, s["sa"], s["sb"])   # the launch ncu profiles
+    torch.cuda.synchronize()
+    rel, bad = fp8._rel_err64(c, s["ref"])
+    _say(bad == 0 and rel < fp8.REL_TOL, f"gemm_fp8 PROMOTE={promote} {n}^3 seed {seed}: rel. error {rel:.2e}, "
+                                          f"{bad} not finite (bound {fp8.REL_TOL:.2e})")
+
+
 def run_child(kid: str) -> int:
     """The child process: one checked launch of kernel `kid` (ncu profiles that launch)."""
     k = next((k for k in kernels() if k["id"] == kid), None)
@@ -316,6 +342,8 @@ def run_child(kid: str) -> int:
     ch, rest = kid.split(".", 1)
     if ch == "ch04":
         _run_ch04(k["label"], k.get("n", GEMM_N))
+    elif ch == "ch05":
+        _run_ch05(k["promote"], k.get("n", GEMM_N))
     elif ch == "ch01":
         sys.path.insert(0, str(CH01))
         import sgemm

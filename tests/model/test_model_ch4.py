@@ -110,8 +110,7 @@ def run_rung(name, M=256, N=256, K=192, b=None):
     if r.get("stream_k"):        # one cluster: nothing is left for a stream-K tail (tests/chapters/test_ch04_stream_k.py)
         slots = L.stream_k_slots(1, r)
         args = (ma, mb, tma.tensor_map_spec(C, box=(64, 64), swizzle="128B"), np.int32(M), np.int32(N),
-                np.int32(K), np.int32(0), np.int32(0), np.zeros(slots * 64 * bn, np.float32),
-                np.zeros(slots, np.uint32), np.uint32(1))
+                np.int32(K), *L.stream_k_args(None, np.zeros(slots * 64 * bn, np.float32), np.zeros(slots, np.uint32), 1))
     elif r["tma_store"]:
         args = (ma, mb, tma.tensor_map_spec(C, box=(64, 64), swizzle="128B"), np.int32(M), np.int32(N),
                 np.int32(K), np.uint64(0))
