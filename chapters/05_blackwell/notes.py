@@ -9,6 +9,7 @@ by hand. Any machine (pure Python):
     notes.wgmma_fp8_note(rows)                  # section 4: the course's FP8 kernel, and what it was timed against
     notes.like_for_like_note(res)               # section 4: fp8.compare_run()'s result, like for like
     notes.like_for_like_rows(res)               # its tables, columns in a fixed order
+    notes.fp8_counters(c), notes.fp8_why(c)     # section 4: the FP8 kernels' profiler counters (ch05.counters)
 """
 from __future__ import annotations
 
@@ -95,6 +96,65 @@ def wgmma_fp8_note(rows: list | None) -> str:
                    "not like for like (see the next cell)")
         out.append(f"- n = {r['n']}: {r['kernel']}: {r['TFLOPS']:.0f} TFLOPS, {r['of _scaled_mm']:.2f} of {against}; "
                    f"relative error {r['rel_err']:.2e}, {'within' if r['ok'] else 'OUTSIDE'} the 2⁻⁷ bound.")
+    return "\n".join(out)
+
+
+def fp8_counters(counters: dict | None) -> dict:
+    """{(PROMOTE level, n): the row's summary plus "elapsed cycles"} from record.figures("ch05.counters")
+    (judge.record.counters: gemm_fp8.cu under Nsight Compute, one checked launch each)."""
+    out = {}
+    for r in (counters or {}).get("rows", []):
+        if "summary" not in r or not r["label"].startswith("gemm_fp8.cu PROMOTE="):
+            continue
+        key = (int(r["label"].rsplit("=", 1)[1]), int(r["size"].split("^")[0]))
+        out[key] = {**r["summary"], "elapsed cycles": r["metrics"].get("sm__cycles_elapsed.avg", {}).get("value")}
+    return out
+
+
+#: The claims of section 4 on the FP8 kernels, each with the test the counters must pass for it to be
+#: shown (otherwise the note says that the record does not support it): (levels compared, predicate).
+FP8_CLAIMS = {
+    "tiles": ((1, 2), lambda a, b: b["TMA load bytes"] < 0.8 * a["TMA load bytes"]
+              and b["tensor pipe %"] > a["tensor pipe %"] and b["elapsed cycles"] < a["elapsed cycles"]),
+    "cost": ((0, 2), lambda a, b: a["tensor pipe %"] > b["tensor pipe %"] and b["FMA pipe %"] > 3 * a["FMA pipe %"]
+             and b["issue slots busy %"] > a["issue slots busy %"]),
+}
+
+
+def fp8_why(counters: dict | None) -> str:
+    """Section 4: why PROMOTE=2 beats PROMOTE=1 and what promoting still costs, in sentences computed from
+    ch05.counters; a claim the counters contradict is not shown as true, it is named as unsupported."""
+    by = fp8_counters(counters)
+    if not by:
+        return "*(the FP8 kernels' counters are not recorded yet on an H200)*"
+    out = []
+    for n in sorted({n for _, n in by}):
+        a, b = by.get((1, n)), by.get((2, n))
+        if not (a and b):
+            continue
+        if not FP8_CLAIMS["tiles"][1](a, b):
+            out.append(f"- {n}³: the record's counters do NOT support the explanation below (PROMOTE=2's wider "
+                       f"tiles feeding the tensor pipe better): see ch05.counters.")
+            continue
+        out.append(f"- {n}³, PROMOTE=1 → PROMOTE=2: TMA brings {b['TMA load bytes'] / 1e9:.2f} GB instead of "
+                   f"{a['TMA load bytes'] / 1e9:.2f} ({b['TMA load bytes'] / a['TMA load bytes']:.2f}×: a 128 × 256 tile "
+                   f"loads (128 + 256) / (128 · 256) bytes of operand per output, 0.75× a 128 × 128 tile's); L2 "
+                   f"serves {b['L2 bytes'] / 1e9:.2f} GB instead of {a['L2 bytes'] / 1e9:.2f}; the tensor pipe is busy "
+                   f"{b['tensor pipe %']:.0f} % of the SMs' active cycles instead of {a['tensor pipe %']:.0f} %, and "
+                   f"the kernel takes {b['elapsed cycles'] / a['elapsed cycles']:.2f}× the cycles.")
+    a, b = by.get((0, 4096)), by.get((2, 4096))
+    if a and b:
+        if FP8_CLAIMS["cost"][1](a, b):
+            out.append(f"- What promoting still costs (4096³): the plain kernel keeps the tensor pipe "
+                       f"{a['tensor pipe %']:.0f} % busy, PROMOTE=2 {b['tensor pipe %']:.0f} %. PROMOTE=2's FADDs "
+                       f"keep the FMA pipe {b['FMA pipe %']:.0f} % busy (plain: {a['FMA pipe %']:.0f} %) and its "
+                       f"issue slots {b['issue slots busy %']:.0f} % (plain: {a['issue slots busy %']:.0f} %): "
+                       f"which fits what the kernel does: a warpgroup adding a partial issues no wgmma meanwhile, so "
+                       f"the other warpgroup's wgmma alone feed the tensor pipe. (The plain kernel also runs in clusters of 2 that share B: "
+                       f"L2 serves it {a['L2 bytes'] / 1e9:.2f} GB against PROMOTE=2's {b['L2 bytes'] / 1e9:.2f}.)")
+        else:
+            out.append("- 4096³: the record's counters do NOT support the explanation of what promoting costs "
+                       "(tensor pipe, FMA pipe, issue slots): see ch05.counters.")
     return "\n".join(out)
 
 

@@ -181,7 +181,7 @@ def part_notebooks(log_dir: Path, only: str = ""):
 def part_counters(log_dir: Path, only: str = ""):
     from judge.record import counters
     rows = counters.profile_all(log_dir, only=only)
-    row("ncu counters (chapters 1, 3, 4)", f"{sum('summary' in r for r in rows)}/{len(rows)} profiled, "
+    row("ncu counters (chapters 1, 3, 4, 5)", f"{sum('summary' in r for r in rows)}/{len(rows)} profiled, "
         f"{sum(bool(r.get('ok')) for r in rows)} checked ok", str(log_dir / "counters.json"))
 
 

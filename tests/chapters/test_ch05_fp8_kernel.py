@@ -200,3 +200,26 @@ def test_the_fine_grained_variant_matches_float64_on_an_h200():
     res = fp8.fine_vs_blockwise(sizes=(), accuracy_shapes=((256, 256, 512), (200, 264, 272)))
     mine = [r for r in res["accuracy"] if r["path"].startswith("gemm")]
     assert mine and all(r["ok"] for r in mine), mine
+
+
+# ------------------------------------------------------------------ the "why", on the recorded counters
+def test_the_why_of_promote2_rests_on_the_recorded_counters():
+    import copy
+
+    from judge import record
+    sys.path.insert(0, str(config.CHAPTERS_DIR / "05_blackwell"))
+    import notes
+    counters = record.figures("ch05.counters")
+    by = notes.fp8_counters(counters)
+    assert {(1, 4096), (2, 4096), (0, 4096), (1, 8192), (2, 8192)} <= set(by), sorted(by)
+    for n in (4096, 8192):
+        assert notes.FP8_CLAIMS["tiles"][1](by[(1, n)], by[(2, n)]), n
+    assert notes.FP8_CLAIMS["cost"][1](by[(0, 4096)], by[(2, 4096)])
+    text = notes.fp8_why(counters)
+    assert "NOT support" not in text and "0.75×" in text
+    # the same sentences from counters that say the opposite: PROMOTE=1's and PROMOTE=2's rows swapped
+    swapped = copy.deepcopy(counters)
+    for r in swapped["rows"]:
+        if r["label"] in ("gemm_fp8.cu PROMOTE=1", "gemm_fp8.cu PROMOTE=2"):
+            r["label"] = "gemm_fp8.cu PROMOTE=" + ("2" if r["label"].endswith("1") else "1")
+    assert notes.fp8_why(swapped).count("do NOT support") == 2        # the tile claim, at both sizes
