@@ -10,7 +10,8 @@ run (python -m judge.record.hopper_run), which measures the same functions.
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round4   # rung 10
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round5   # its cost
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round7   # FP8 half-slices
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round7 cluster   # round 8
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round7 cluster   # clusters
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round8   # FP8 128 x 192
 
 Logs and JSON go to $OUT (explore.json, explore.log); a short table is printed last.
 """
@@ -222,6 +223,62 @@ def round7() -> int:
     return 0
 
 
+D192 = {"PROMOTE": 2, "BN": 192, "PART": 192, "BM": 128, "BK": 128, "STAGES": 5, "GROUP_M": 8}
+
+
+def round8() -> int:
+    """The eighth call: PROMOTE=2 with 128 x 192 tiles in one pass (explore_fp8_part192.patch) against
+    PROMOTE=2 as it stands (128 x 256 in two halves) and torch._scaled_mm's promoting path, interleaved,
+    at 4096^3, 6144^3 and 8192^3."""
+    import numpy as np
+    import torch
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    from judge.grading import compare
+    t0 = time.time()
+    fp8.FP8_TILE[3], fp8.FP8_STAGES[3], fp8.FP8_CLUSTER[3] = (128, 192), 5, 1
+    plain_bytes = fp8.fp8_shared_bytes
+    fp8.fp8_shared_bytes = lambda p=0: 5 * 320 * 128 + 2 * 64 * 64 * 2 + 1024 if p == 3 else plain_bytes(p)
+    builds = {2: fp8.wgmma_fp8_build(2), 3: fp8.edited_build(patch="explore_fp8_part192.patch", defines=D192)}
+    res = {"smi": [smi()]}
+    for n in (4096, 6144, 8192):
+        sets = [fp8._fp8_set(n, n, n, int.from_bytes(os.urandom(4), "little")) for _ in range(2)]
+        cs = [compare.poison(torch.empty(n, n, device="cuda", dtype=torch.bfloat16)) for _ in sets]
+        ins = [(s["qa"], s["qb"], c, s["sa"], s["sb"], *fp8.row_scales(s)) for s, c in zip(sets, cs)]
+
+        def wrap(k):
+            return lambda qa, qb, c, sa, sb, ra, rb: k(qa, qb, c, sa, sb)
+        launches = {"promote2 256": wrap(fp8.fp8_launcher(n, n, n, build=builds[2], promote=2)),
+                    "promote2 192": wrap(fp8.fp8_launcher(n, n, n, build=builds[3], promote=3)),
+                    "default": fp8._scaled_mm_paths(rowwise=True)["default"]}
+        errs = {}
+
+        def check(tag):
+            for name in launches:
+                for i in (0, 1):
+                    compare.poison(cs[i])
+                    out = launches[name](*ins[i])
+                    torch.cuda.synchronize()
+                    errs[f"{name} {tag} {i}"] = fp8._rel_err64(out if out is not None else cs[i], sets[i]["ref"])
+        check("before")
+        if any(v[1] or v[0] > fp8.REL_TOL for v in errs.values()):
+            say(f"WRONG at n={n}: {errs}")
+            return 1
+        ms = fp8._interleaved(launches, ins, 30)
+        check("after")
+        med = {k: float(np.median(v)) for k, v in ms.items()}
+        row = {"n": n, "ms": med, "max rel err": max(v[0] for v in errs.values()),
+               **{f"{k} / default": med["default"] / med[k] for k in launches}}
+        res[str(n)] = row
+        say(json.dumps(row))
+        sets = cs = ins = None
+        torch.cuda.empty_cache()
+    res["smi"].append(smi())
+    (OUT / "round8.json").write_text(json.dumps(res, indent=1, default=str))
+    say(res["smi"], f"{time.time() - t0:.0f}s")
+    return 0
+
+
 def round4() -> int:
     """The fourth call: rung 10 (gemm_10_stream_k.cu, a stream-K tail on rung 8) launched repeatedly and
     checked, then timed against rung 8 and cuBLAS bf16 at 4096^3 and 8192^3 (both orders) and on
@@ -321,6 +378,8 @@ def main() -> int:
         return round2()
     if sys.argv[1:2] == ["round7"]:
         return round7()
+    if sys.argv[1:2] == ["round8"]:
+        return round8()
     if sys.argv[1:2] == ["round5"]:
         return round5()
     if sys.argv[1:2] == ["round4"]:
