@@ -10,6 +10,13 @@ All variables share the prefix JUDGE_:
     JUDGE_ISOLATION  best-effort: run a learner's Python without the kernel's namespaces (only a
                      process of its own and an audit hook), as on a system that offers none;
                      for tests of that fallback (default: the namespaces wherever Linux allows them)
+    JUDGE_DRAW_BUDGET_S  seconds a Python check spends on inputs drawn at random, shared out among its
+                     functions (judge.grading.cpu_flow; default: 2.0; the test suite sets less and
+                     tests/conftest.py says why)
+    JUDGE_FIGURES    set to 0 to grade without drawing figures (pipeline_timeline's timeline): the verdict
+                     and its message are the same (default: drawn). The test suite sets 0 but in the tests
+                     of the figures (tests/conftest.py)
+    JUDGE_SEED       replay the inputs a Python check drew in run N (judge.grading.cpu_flow)
 """
 from __future__ import annotations
 
@@ -64,6 +71,11 @@ def gpu_disabled() -> bool:
 
 def recording() -> bool:
     return os.environ.get("JUDGE_RECORD", "") not in ("", "0")
+
+
+def figures_wanted() -> bool:
+    """Whether checks draw their figures (JUDGE_FIGURES=0: they do not)."""
+    return os.environ.get("JUDGE_FIGURES", "").strip() not in ("0", "no", "off")
 
 MAX_SOURCE_BYTES = 1 << 20       # a learner's file larger than this is refused before grading (1 MiB)
 LEARNER_TMP_BYTES = 256 << 20    # the private /tmp a learner's Python may write (a tmpfs; memory)

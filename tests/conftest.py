@@ -5,6 +5,18 @@ Run the suite from the checkout: python -m pytest tests -q -n 2   (GPU tests ski
 Every test gets a workspace of its own (the learner's real workspace/ is never touched); the compile
 cache is shared, being keyed by source, options and compiler. `tiny_course` is a course of four files
 in a temporary folder, with judge.config and the record pointed at it, for tests of provenance.
+
+Every test module runs with two of judge.config's variables set to make a grading cheaper, leaving its verdict
+and message as they are (the chapters' notebooks, collected outside tests/, run with the defaults):
+  JUDGE_DRAW_BUDGET_S=0.5  a Python check draws its inputs for 0.5 s, not 2 s (on a busy machine that may be
+                           none at all). Every wrong fixture is caught by the statement's listed cases, before
+                           any drawn input; what drawn inputs alone find is tested in the test's own process
+                           with a budget of 60 s (tests/checking.py), and the flow's budget itself at its
+                           default (tests/grading/test_cpu_flow.py sets it back for its module).
+  JUDGE_FIGURES=0          pipeline_timeline's check draws no timeline; the tests of the figure set
+                           JUDGE_FIGURES=1 (tests/chapters/test_pipeline_timeline.py, tests/grading/test_sandbox.py).
+The variables are set per test module, before its module-scoped fixtures, so that the child processes of
+every grading inherit them.
 """
 import json
 import os
@@ -16,6 +28,19 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+#: set for every test module (see above); a test that needs the default sets its own with monkeypatch
+TEST_SETTINGS = {"JUDGE_DRAW_BUDGET_S": "0.5", "JUDGE_FIGURES": "0"}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _cheaper_gradings():
+    """TEST_SETTINGS in the environment for this module's tests and fixtures, the old values back after it."""
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in TEST_SETTINGS.items():
+            mp.setenv(k, v)
+        yield
 
 
 @pytest.fixture(autouse=True)

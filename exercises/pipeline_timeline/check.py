@@ -5,12 +5,13 @@ rule, judge.hw.pipesim.timeline: first the README examples and K = 0, fixed case
 buffer, more buffers than tiles, L = 0, C = 0, float times) and the invalid inputs that must raise
 ValueError; then (K, L, C, S) drawn at random each run (integer and float times). The learner's
 schedule is drawn next to the reference (judge.draw.timeline) for the first failing case, else for
-(8, 4, 10, 3).
+(8, 4, 10, 3), unless JUDGE_FIGURES=0.
 """
 from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from judge import config
 from judge.grading import cpu_flow as flow
 from judge.hw import pipesim
 
@@ -119,7 +120,10 @@ def cases(draw):
 
 
 def _draw_timeline(result, failed, run):
-    """The learner's schedule next to the reference: the failing case if it has one, else the example."""
+    """The learner's schedule next to the reference: the failing case if it has one, else the example
+    (nothing where figures are not wanted: JUDGE_FIGURES=0)."""
+    if not config.figures_wanted():
+        return
     case, mine = None, None
     if failed is not None and failed.function == "schedule":
         mine = as_schedule(failed.got)

@@ -31,9 +31,9 @@ it finds in the Python code loaded in its process: in the grader's process that 
 the check, so a replay is exact for the same course files; a process that loaded other code, such
 as a test run, may draw other inputs from the same seed.) Hypothesis runs with database=None and
 deadline=None. Time is bounded, so a check stays within a few seconds on a small machine: drawn
-inputs stop after the function's share of BUDGET_S seconds (the PASS message says how many were
-tried: a slower machine tries fewer), and shrinking a failure stops after SHRINK_S seconds with the
-smallest failing input found so far.
+inputs stop after the function's share of budget_s() seconds (2 s, or JUDGE_DRAW_BUDGET_S; the PASS
+message says how many were tried: a slower machine tries fewer), and shrinking a failure stops after
+SHRINK_S seconds with the smallest failing input found so far.
 
 Comparing (same()): any integral or floating scalar is accepted where a number is expected
 (Python or NumPy, any width; a bool is not a number), tuples and lists alike where a sequence is,
@@ -58,7 +58,9 @@ import numpy as np
 from judge.grading.result import Result, Stop, Verdict
 from judge.grading.submission import learner_error
 
-BUDGET_S = 2.0          # seconds of drawn inputs for a whole check (shared out as it is spent)
+DEFAULT_BUDGET_S = 2.0  # seconds of drawn inputs for a whole check (shared out as it is spent)
+BUDGET_ENV = "JUDGE_DRAW_BUDGET_S"   # sets another (judge.config lists it); the test suite sets a smaller one
+BUDGET_S = None         # a number here (a test's monkeypatch) overrides both
 SHRINK_S = 1.5          # seconds to shrink a failing drawn input, once one is found
 EXAMPLES = 150          # drawn inputs per function unless the Function says otherwise
 SEED_ENV = "JUDGE_SEED"
@@ -294,6 +296,14 @@ def _lines(v) -> list[str]:
     return [v] if isinstance(v, str) else [str(x) for x in v]
 
 
+def budget_s() -> float:
+    """Seconds of drawn inputs for a whole check: BUDGET_S when set, else JUDGE_DRAW_BUDGET_S, else 2 s."""
+    if BUDGET_S is not None:
+        return float(BUDGET_S)
+    env = os.environ.get(BUDGET_ENV, "").strip()
+    return float(env) if env else DEFAULT_BUDGET_S
+
+
 def seed_for_run() -> int:
     """JUDGE_SEED when set (a replay), else a fresh seed."""
     env = os.environ.get(SEED_ENV, "").strip()
@@ -433,7 +443,7 @@ def run(sub, functions: list[Function], *, checked: list[str] | None = None, not
     .mod is the learner's module); it may add figures or details to the result."""
     r = Run(sub, [f.name for f in functions], seed)
     drawn_total = [f for f in functions if f.args is not None and f.examples > 0]
-    left, spent = len(drawn_total), 0.0
+    left, spent, budget = len(drawn_total), 0.0, budget_s()
     try:
         for fn in functions:
             sub.progress(f"{fn.name}: {len(fn.edges)} cases of the statement")
@@ -442,7 +452,7 @@ def run(sub, functions: list[Function], *, checked: list[str] | None = None, not
                 sub.progress(f"{fn.name}: inputs drawn with seed {r.seed}")
                 t0 = time.monotonic()
                 try:      # a share of what is left: time a quick function leaves goes to the next ones
-                    r.drawn_inputs(fn, (BUDGET_S - spent) / left)
+                    r.drawn_inputs(fn, (budget - spent) / left)
                 finally:
                     spent += time.monotonic() - t0
                     left -= 1

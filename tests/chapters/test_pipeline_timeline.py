@@ -4,7 +4,8 @@ Run: python -m pytest tests/chapters/test_pipeline_timeline.py -q     (CPU only,
 
 The reference (exercises/pipeline_timeline/solution.py) is a recurrence over tiles; here it is
 checked against hand-written schedules and against an independent discrete-event simulation
-(a heap of completion events), then the judge grades every fixture end to end.
+(a heap of completion events), then the judge grades every fixture end to end, drawing its timeline
+(JUDGE_FIGURES=1 in this module: the rest of the suite grades without figures, tests/conftest.py).
 """
 from __future__ import annotations
 
@@ -20,6 +21,14 @@ from judge.grading import exercise, grade
 from judge.draw import timeline
 
 EX = exercise.get("pipeline_timeline")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _figures_drawn():
+    """The figure is this module's subject too: drawn here, whatever tests/conftest.py sets."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("JUDGE_FIGURES", "1")
+        yield
 
 
 def _load(path: Path, name: str):

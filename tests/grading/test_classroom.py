@@ -1,8 +1,10 @@
-"""grade-class, the gradebook and release: a class of 20 learners graded on Dask, killed and restarted.
+"""grade-class, the gradebook and release: a class of 10 learners graded on Dask, killed and restarted.
 
 The class is judge.grading.class_sample's: built from the exercises' solutions and fixtures (every CPU
 exercise, a few GPU ones that the CPU model grades here, one submission that hangs), each file made
-unique by a comment naming its learner, so that every file is a grading of its own. Run:
+unique by a comment naming its learner, so that every file is a grading of its own. Its verdicts are
+PASS, WRONG and HANG, from Python checks, the CPU model and the sm_100a simulation; every fixture's own
+verdict is tests/grading/test_exercises.py's. Run:
     PYTHONPATH=$PWD .venv/bin/python -m pytest tests/grading/test_classroom.py -q
 The browser test needs Debian's chromium (`apt-get install -y chromium`) and the playwright package;
 without them it skips and says so (CI installs chromium: .ci/run).
@@ -28,7 +30,7 @@ from judge.grading.result import Result, Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, str(ROOT / "practice" / "judge.py")]
-LEARNERS = 20     # a class, not every fixture again: tests/grading/test_exercises.py grades each one on its own
+LEARNERS = 10     # a class, not every fixture again: tests/grading/test_exercises.py grades each one on its own
 GPU_FILES = [("tma_tiles", class_sample.SOLUTION), ("tma_tiles", "wrong_coord_order.cu"),
              ("tcgen05_gemm", "wrong_alloc_96.cu"), ("dsmem_histogram", "wrong_no_sync_before_dsmem.cu")]
 HANG = ("pipeline_timeline", "hang_spin_for_free_buffer.py")
@@ -48,8 +50,9 @@ def graded(tmp_path_factory):
     started again; then a third run over the finished class. Figures for the README are printed."""
     base = tmp_path_factory.mktemp("classroom")
     cls_dir, out = base / "class", base / "report"
-    # 20 learners x 2 Python exercises, round-robin over every CPU exercise's solution and fixtures;
-    # the first learners also hand in the hang and the GPU files (graded by the CPU model without a GPU)
+    # 10 learners x 2 Python exercises, round-robin over every CPU exercise's solution, then its fixtures
+    # (every CPU exercise's solution, and a wrong fixture); the first learners also hand in the hang and
+    # the GPU files (graded by the CPU model without a GPU)
     cls = class_sample.make_class(cls_dir, LEARNERS, cpu=2, gpu=0, hangs=False,
                                   extra={0: [HANG], **{i + 1: [g] for i, g in enumerate(GPU_FILES)}})
     env = _env()
@@ -373,10 +376,10 @@ def test_grade_class_uses_an_existing_cluster_given_by_its_address(tmp_path):
     """--scheduler ADDRESS: the workers of that cluster grade (here a LocalCluster started by the test,
     as an instructor's Slurm cluster would be), and no cluster of grade-class's own is started."""
     from distributed import LocalCluster
-    sol = (ROOT / "exercises" / "e8m0_scale" / "solution.py").read_text()
+    sol = (ROOT / "exercises" / "swizzle_address" / "solution.py").read_text()
     for who in ("ada", "bob"):
         (tmp_path / "class" / who).mkdir(parents=True)
-        (tmp_path / "class" / who / "e8m0.py").write_text(sol + f"\n# {who}\n")
+        (tmp_path / "class" / who / "swizzle.py").write_text(sol + f"\n# {who}\n")
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         r = subprocess.run(CLI + ["grade-class", str(tmp_path / "class"), "--out", str(tmp_path / "report"),
                                   "--scheduler", cluster.scheduler_address], cwd=ROOT, env=_env(),

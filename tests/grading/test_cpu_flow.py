@@ -4,7 +4,8 @@ Run: PYTHONPATH=$PWD python -m pytest tests/grading/test_cpu_flow.py -q -p no:ca
 
 The flow is driven here with a stand-in Submission whose learner module is a plain object in this
 process (the real one runs the learner's file in a process of its own: judge.grading.learner_process);
-the last tests grade a real exercise through judge.grading.grade.check end to end.
+the last tests grade a real exercise through judge.grading.grade.check end to end. The flow's own budget
+of drawn inputs is tested here: this module runs with the default, not the suite's (tests/conftest.py).
 """
 import math
 import time
@@ -19,6 +20,14 @@ from judge.grading import grade
 from judge.grading.result import Stop, Verdict
 
 from tests.checking import graded_here
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _default_budget():
+    """The default budget of drawn inputs (2 s), whatever tests/conftest.py sets for the rest of the suite."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv(flow.BUDGET_ENV, raising=False)
+        yield
 
 
 class FakeSub:
@@ -209,6 +218,15 @@ def test_drawn_inputs_and_shrinking_stay_within_the_budget(monkeypatch):
     t = time.monotonic()
     r = flow.run(FakeSub(add=lambda a, b: (time.sleep(0.005), a + b)[1]), [ADD(examples=10_000)], seed=9)
     assert time.monotonic() - t < 2.5 and r.verdict == Verdict.PASS
+
+
+def test_the_budget_is_the_default_or_the_environment_s_and_a_patch_overrides_both(monkeypatch):
+    monkeypatch.delenv(flow.BUDGET_ENV, raising=False)
+    assert flow.budget_s() == flow.DEFAULT_BUDGET_S == 2.0
+    monkeypatch.setenv(flow.BUDGET_ENV, "0.25")
+    assert flow.budget_s() == 0.25
+    monkeypatch.setattr(flow, "BUDGET_S", 60.0)
+    assert flow.budget_s() == 60.0
 
 
 def test_a_missing_function_stops_with_wrong():

@@ -262,11 +262,17 @@ def test_solution_and_fixtures_get_their_verdicts(ex, name):
     check_case(ex, name)
 
 
+#: the time limit of a Python HANG fixture's calls here, not the default 10 s (JUDGE_TIMEOUT): the same verdict, by the
+#: same watchdog, sooner (tests/grading/test_classroom.py grades a hang at the default)
+PYTHON_HANG_TIMEOUT_S = 3.0
+
+
 def check_case(ex, name: str) -> None:
     """Grade one file of an exercise as a learner's check would, and hold it to its declared verdict."""
     path = ex.solution_path if name == "<solution>" else ex.fixture_path(name)
     want = expected_here(ex, name)
-    r = grade.check(ex.id, path, quiet=True)
+    timeout = PYTHON_HANG_TIMEOUT_S if want == "HANG" and not ex.needs_gpu else None
+    r = grade.check(ex.id, path, quiet=True, timeout=timeout)
     assert r.verdict.value == want, str(r)
     if r.verdict == Verdict.SKIP:
         assert any(f"compiled for {ex.target}" in c for c in r.checked), str(r)

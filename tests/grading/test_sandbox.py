@@ -434,7 +434,8 @@ def test_a_missing_function_is_wrong_and_named(tmp_path):
 
 
 # ------------------------------------------------------------------ figures: only your own file draws in workspace/
-def test_grading_the_reference_or_a_fixture_never_writes_into_the_workspace():
+def test_grading_the_reference_or_a_fixture_never_writes_into_the_workspace(monkeypatch):
+    monkeypatch.setenv("JUDGE_FIGURES", "1")                 # the suite's default is none (tests/conftest.py)
     ex = exercise.get("pipeline_timeline")
     ws = config.workspace_dir()
     for f in (ex.solution_path, ex.fixture_path("wrong_copies_overlap.py")):
@@ -444,7 +445,8 @@ def test_grading_the_reference_or_a_fixture_never_writes_into_the_workspace():
     assert not (ws / ex.id / "figures").exists()
 
 
-def test_the_learners_own_file_draws_into_its_workspace_folder():
+def test_the_learners_own_file_draws_into_its_workspace_folder(monkeypatch):
+    monkeypatch.setenv("JUDGE_FIGURES", "1")
     from judge.grading import workspace
     ex = exercise.get("pipeline_timeline")
     mine, _ = workspace.start(ex)
