@@ -11,6 +11,9 @@ the judge act as if none were there (what a learner without a GPU sees).
 """
 from __future__ import annotations
 
+import glob
+import os
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -42,6 +45,10 @@ class GPUInfo:
 def _probe() -> tuple[GPUInfo | None, str]:
     if config.gpu_disabled():
         return None, "JUDGE_NO_GPU is set"
+    if sys.platform == "linux" and not (glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/dxg")):
+        # no GPU device node (/dev/nvidiaN; /dev/dxg under WSL): no device, and no need to import CuPy
+        # (over a second) to learn it
+        return None, "no CUDA driver or device was found"
     try:
         from cupy.cuda import runtime
     except Exception as e:  # noqa: BLE001 - any import failure means no GPU for us

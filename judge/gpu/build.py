@@ -148,6 +148,24 @@ def disassemble(cubin_path) -> str:
     return res.stdout
 
 
+def _beside_cubin(cubin_path: Path, kind: str, tool_name: str, make) -> str:
+    """What `make()` prints about a cached cubin (its SASS, its resource usage), kept in a file beside it
+    whose name carries the tool's identity (path, size, time): a compile found in the cache then runs no
+    nvdisasm or cuobjdump again, and another version of the tool reads the cubin afresh."""
+    t = Path(tool(tool_name))
+    st = t.stat()
+    tag = hashlib.sha256(f"{t}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:10]
+    kept = cubin_path.with_name(f"{cubin_path.stem}.{kind}.{tag}.txt")
+    if kept.exists():
+        return kept.read_text()
+    out = make()
+    fd, tmp = tempfile.mkstemp(dir=kept.parent)          # write, then rename into place
+    with os.fdopen(fd, "w") as f:
+        f.write(out)
+    os.replace(tmp, kept)
+    return out
+
+
 @dataclass
 class Build:
     """A compiled module: cubin bytes, the compiler log, and what can be read from them."""
@@ -164,8 +182,8 @@ class Build:
     # -- reading the binary (any machine)
     @cached_property
     def sass(self) -> str:
-        """The whole module's SASS, as nvdisasm prints it."""
-        return disassemble(self.cubin_path)
+        """The whole module's SASS, as nvdisasm prints it (kept beside the cached cubin)."""
+        return _beside_cubin(self.cubin_path, "sass", "nvdisasm", lambda: disassemble(self.cubin_path))
 
     def sass_of(self, kernel: str) -> str:
         return _sass.kernel_section(self.sass, kernel)
@@ -187,7 +205,8 @@ class Build:
         """
         log = _sass.parse_ptxas_log(self.log)
         out = {}
-        for k, u in _sass.parse_res_usage(resource_usage(self.cubin_path)).items():
+        usage = _beside_cubin(self.cubin_path, "res", "cuobjdump", lambda: resource_usage(self.cubin_path))
+        for k, u in _sass.parse_res_usage(usage).items():
             # cuobjdump's SHARED includes the 1 KB the system reserves per block on sm_80 and
             # later; "shared" here is the kernel's own static shared memory, as ptxas reports it.
             r = {"registers": u.get("REG", 0), "shared": max(0, u.get("SHARED", 0) - 1024),

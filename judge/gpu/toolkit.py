@@ -11,6 +11,7 @@ whose wheels lack a piece (the H200 image has no CCCL wheel) falls back to a too
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from functools import lru_cache
 from pathlib import Path
@@ -82,7 +83,17 @@ def tool(name: str) -> str:
         f"{name} not found: install the wheel 'nvidia-cuda-{name}' (pip install -e . does)")
 
 
+@lru_cache(None)
 def nvrtc_version() -> str:
+    """NVRTC's version ("13.0"), part of every compile's cache key. Read from the name of the pip wheel's
+    libnvrtc-builtins.so.MAJOR.MINOR, which lies beside the libnvrtc CuPy compiles with (nothing is loaded:
+    loading libnvrtc here, before CuPy does, leaves CuPy's NVRTC unable to find its builtins), so a compile
+    found in the cache imports no CuPy (over a second); through CuPy where the wheel has no such file."""
+    root = _nvidia_root()
+    for lib in sorted(root.glob("lib/libnvrtc-builtins.so.*")) if root else []:
+        m = re.fullmatch(r"libnvrtc-builtins\.so\.(\d+)\.(\d+)", lib.name)
+        if m and (lib.parent / f"libnvrtc.so.{m.group(1)}").exists():
+            return f"{m.group(1)}.{m.group(2)}"
     from cupy.cuda import nvrtc
     major, minor = nvrtc.getVersion()
     return f"{major}.{minor}"

@@ -119,3 +119,42 @@ def test_running_without_a_gpu_says_why(monkeypatch):
         pytest.skip("this machine has a GPU")
     with pytest.raises(build.NoGPU):
         build.compile(CP_ASYNC).kernel("copy16")
+
+
+# ------------------------------------------------------------------ what a compile found in the cache costs
+def test_nvrtc_version_is_the_one_cupy_compiles_with():
+    # read from the wheel's file names (no library loaded); it is part of every compile's cache key
+    from cupy.cuda import nvrtc
+    from judge.gpu import toolkit
+    assert toolkit.nvrtc_version() == "{}.{}".format(*nvrtc.getVersion())
+
+
+def test_sass_and_resources_are_kept_beside_the_cached_cubin(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUDGE_CACHE", str(tmp_path))
+    src = '// judge: target=sm_90a\nextern "C" __global__ void k(float* x) { x[threadIdx.x] += 1.0f; }\n'
+    first = build.compile(src, name="kept.cu")
+    sass, res = first.sass, first.resources
+    assert "FADD" in sass and res["k"]["spill_stores"] == 0
+    kept = sorted(p.name.split(".")[1] for p in (tmp_path / "cubin").glob(f"{first.key}.*.txt"))
+    assert kept == ["res", "sass"]
+    # the same compile again: read from the cache, no disassembler run
+    monkeypatch.setattr(build, "disassemble", lambda p: (_ for _ in ()).throw(AssertionError("ran nvdisasm")))
+    monkeypatch.setattr(build, "resource_usage", lambda p: (_ for _ in ()).throw(AssertionError("ran cuobjdump")))
+    again = build.compile(src, name="kept.cu")
+    assert again.key == first.key and again.sass == sass and again.resources == res
+
+
+def test_without_a_gpu_device_node_nothing_imports_cupy_to_find_out(tmp_path):
+    import glob
+    import os
+    import subprocess
+    import sys
+    if glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/dxg") or sys.platform != "linux":
+        pytest.skip("this machine has a GPU device node")
+    code = ("import sys; from judge import gpu; from judge.gpu import build; "
+            "b = build.compile('exercises/tma_tiles/solution.cu'); "
+            "print(gpu.available(), gpu.no_gpu_reason(), 'cupy' in sys.modules)")
+    build.compile("exercises/tma_tiles/solution.cu")            # in the cache first
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(build.config.ROOT),
+                         env={**os.environ, "PYTHONPATH": str(build.config.ROOT)}, timeout=120).stdout
+    assert out.split() == ["False", "no", "CUDA", "driver", "or", "device", "was", "found", "False"], out
