@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -88,9 +89,10 @@ def nvrtc_version() -> str:
     """NVRTC's version ("13.0"), part of every compile's cache key. Read from the name of the pip wheel's
     libnvrtc-builtins.so.MAJOR.MINOR, which lies beside the libnvrtc CuPy compiles with (nothing is loaded:
     loading libnvrtc here, before CuPy does, leaves CuPy's NVRTC unable to find its builtins), so a compile
-    found in the cache imports no CuPy (over a second); through CuPy where the wheel has no such file."""
+    found in the cache imports no CuPy (over a second); through CuPy where the wheel has no such file or
+    CuPy is imported already (on a GPU machine, whose CuPy may compile with another NVRTC than a wheel's)."""
     root = _nvidia_root()
-    for lib in sorted(root.glob("lib/libnvrtc-builtins.so.*")) if root else []:
+    for lib in sorted(root.glob("lib/libnvrtc-builtins.so.*")) if root and "cupy" not in sys.modules else []:
         m = re.fullmatch(r"libnvrtc-builtins\.so\.(\d+)\.(\d+)", lib.name)
         if m and (lib.parent / f"libnvrtc.so.{m.group(1)}").exists():
             return f"{m.group(1)}.{m.group(2)}"
