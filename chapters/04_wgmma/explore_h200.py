@@ -129,6 +129,39 @@ def round5() -> int:
     return 0
 
 
+def _fp8_timed(fp8, n: int, kernels: dict, paths: dict, rounds: int = 30):
+    """gemm_fp8 launchers (kernels: {name: fp8.fp8_launcher(...)}) and torch._scaled_mm paths (paths: some of
+    fp8._scaled_mm_paths()) on two fresh input sets at n^3: every output poisoned and checked against float64
+    before and after rounds of fp8._interleaved. ({name: median ms}, {check: (rel. error, not finite)}), or
+    None when a check before timing fails (said)."""
+    import numpy as np
+    import torch
+    from judge.grading import compare
+    sets = [fp8._fp8_set(n, n, n, int.from_bytes(os.urandom(4), "little")) for _ in range(2)]
+    cs = [compare.poison(torch.empty(n, n, device="cuda", dtype=torch.bfloat16)) for _ in sets]
+    ins = [(s["qa"], s["qb"], c, s["sa"], s["sb"], *fp8.row_scales(s)) for s, c in zip(sets, cs)]
+
+    def wrap(k):
+        return lambda qa, qb, c, sa, sb, ra, rb: k(qa, qb, c, sa, sb)
+    launches = {**{name: wrap(k) for name, k in kernels.items()}, **paths}
+    errs = {}
+
+    def check(tag):
+        for name in launches:
+            for i in (0, 1):
+                compare.poison(cs[i])
+                out = launches[name](*ins[i])
+                torch.cuda.synchronize()
+                errs[f"{name} {tag} {i}"] = fp8._rel_err64(out if out is not None else cs[i], sets[i]["ref"])
+    check("before")
+    if any(v[1] or v[0] > fp8.REL_TOL for v in errs.values()):
+        say(f"WRONG at n={n}, not timed: {errs}")
+        return None
+    ms = fp8._interleaved(launches, ins, rounds)
+    check("after")           # the inputs are freed on return, before the next size's are made
+    return {k: float(np.median(v)) for k, v in ms.items()}, errs
+
+
 def round7() -> int:
     """The seventh call: FP8 promoted in half-slices (gemm_fp8.cu PROMOTE=2: 128 x 256 tiles, one 64-register
     partial per half; A from shared memory, and A_REGS=1: A from registers) against PROMOTE=1 and
@@ -152,47 +185,26 @@ def round7() -> int:
                     "promote2rs": (2, {"PROMOTE": 2, "A_REGS": 1}, 1)}   # explore_fp8_a_regs.patch
         plain = {}
 
-    def compile(d):
+    def build_of(d):
         if d.get("A_REGS"):
             return fp8.edited_build(patch="explore_fp8_a_regs.patch", defines=d)
         return build.compile(src, defines=d)
-    builds = {k: compile(d) for k, (_, d, _) in {**variants, **plain}.items()}
-    fine_builds = {k: compile({**d, "FINE": 1}) for k, (_, d, _) in variants.items()}
+    builds = {k: build_of(d) for k, (_, d, _) in {**variants, **plain}.items()}
+    fine_builds = {k: build_of({**d, "FINE": 1}) for k, (_, d, _) in variants.items()}
     res = {"smi": [smi()]}
     for n in (4096, 8192):
-        sets = [fp8._fp8_set(n, n, n, int.from_bytes(os.urandom(4), "little")) for _ in range(2)]
-        cs = [compare.poison(torch.empty(n, n, device="cuda", dtype=torch.bfloat16)) for _ in sets]
-        ins = [(s["qa"], s["qb"], c, s["sa"], s["sb"], *fp8.row_scales(s)) for s, c in zip(sets, cs)]
-        def wrap(k):
-            return lambda qa, qb, c, sa, sb, ra, rb: k(qa, qb, c, sa, sb)
-        launches = {name: wrap(fp8.fp8_launcher(n, n, n, build=builds[name], promote=lvl, cluster=cl))
-                    for name, (lvl, _, cl) in {**variants, **plain}.items()}
-        launches.update(fp8._scaled_mm_paths(rowwise=True))
-        errs = {}
-
-        def check(tag):
-            for name in (*variants, *plain, "default"):
-                for i in (0, 1):
-                    compare.poison(cs[i])
-                    out = launches[name](*ins[i])
-                    torch.cuda.synchronize()
-                    errs[f"{name} {tag} {i}"] = fp8._rel_err64(out if out is not None else cs[i], sets[i]["ref"])
-        check("before")
-        say(f"n={n} errors {errs}")
-        if any(v[1] or v[0] > fp8.REL_TOL for v in errs.values()):
-            say("WRONG: not timing")
+        kernels = {name: fp8.fp8_launcher(n, n, n, build=builds[name], promote=lvl, cluster=cl)
+                   for name, (lvl, _, cl) in {**variants, **plain}.items()}
+        timed = _fp8_timed(fp8, n, kernels, fp8._scaled_mm_paths(rowwise=True))
+        if timed is None:
             return 1
-        ms = fp8._interleaved(launches, ins, 30)
-        check("after")
-        med = {k: float(np.median(v)) for k, v in ms.items()}
+        med, errs = timed
         row = {"n": n, "ms": med, "errors": errs,
                **{f"{k} / default": med["default"] / med[k] for k in variants},
                **{f"{k} / fast": med["fast"] / med[k] for k in plain},
                "TFLOPS": {k: 2.0 * n ** 3 / (v * 1e-3) / 1e12 for k, v in med.items()}}
         res[str(n)] = row
         say(json.dumps(row, default=str))
-        sets = cs = ins = None
-        torch.cuda.empty_cache()
         (OUT / "round7.json").write_text(json.dumps(res, indent=1, default=str))
     res["smi"].append(smi())
     for n in (4096, 8192):                          # FINE=1 against _scaled_mm's block-wise path
@@ -230,11 +242,8 @@ def round8() -> int:
     """The eighth call: PROMOTE=2 with 128 x 192 tiles in one pass (explore_fp8_part192.patch) against
     PROMOTE=2 as it stands (128 x 256 in two halves) and torch._scaled_mm's promoting path, interleaved,
     at 4096^3, 6144^3 and 8192^3."""
-    import numpy as np
-    import torch
     sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
     import fp8
-    from judge.grading import compare
     t0 = time.time()
     fp8.FP8_TILE[3], fp8.FP8_STAGES[3], fp8.FP8_CLUSTER[3] = (128, 192), 5, 1
     plain_bytes = fp8.fp8_shared_bytes
@@ -242,37 +251,16 @@ def round8() -> int:
     builds = {2: fp8.wgmma_fp8_build(2), 3: fp8.edited_build(patch="explore_fp8_part192.patch", defines=D192)}
     res = {"smi": [smi()]}
     for n in (4096, 6144, 8192):
-        sets = [fp8._fp8_set(n, n, n, int.from_bytes(os.urandom(4), "little")) for _ in range(2)]
-        cs = [compare.poison(torch.empty(n, n, device="cuda", dtype=torch.bfloat16)) for _ in sets]
-        ins = [(s["qa"], s["qb"], c, s["sa"], s["sb"], *fp8.row_scales(s)) for s, c in zip(sets, cs)]
-
-        def wrap(k):
-            return lambda qa, qb, c, sa, sb, ra, rb: k(qa, qb, c, sa, sb)
-        launches = {"promote2 256": wrap(fp8.fp8_launcher(n, n, n, build=builds[2], promote=2)),
-                    "promote2 192": wrap(fp8.fp8_launcher(n, n, n, build=builds[3], promote=3)),
-                    "default": fp8._scaled_mm_paths(rowwise=True)["default"]}
-        errs = {}
-
-        def check(tag):
-            for name in launches:
-                for i in (0, 1):
-                    compare.poison(cs[i])
-                    out = launches[name](*ins[i])
-                    torch.cuda.synchronize()
-                    errs[f"{name} {tag} {i}"] = fp8._rel_err64(out if out is not None else cs[i], sets[i]["ref"])
-        check("before")
-        if any(v[1] or v[0] > fp8.REL_TOL for v in errs.values()):
-            say(f"WRONG at n={n}: {errs}")
+        timed = _fp8_timed(fp8, n, {"promote2 256": fp8.fp8_launcher(n, n, n, build=builds[2], promote=2),
+                                    "promote2 192": fp8.fp8_launcher(n, n, n, build=builds[3], promote=3)},
+                           {"default": fp8._scaled_mm_paths(rowwise=True)["default"]})
+        if timed is None:
             return 1
-        ms = fp8._interleaved(launches, ins, 30)
-        check("after")
-        med = {k: float(np.median(v)) for k, v in ms.items()}
+        med, errs = timed
         row = {"n": n, "ms": med, "max rel err": max(v[0] for v in errs.values()),
-               **{f"{k} / default": med["default"] / med[k] for k in launches}}
+               **{f"{k} / default": med["default"] / med[k] for k in med}}
         res[str(n)] = row
         say(json.dumps(row))
-        sets = cs = ins = None
-        torch.cuda.empty_cache()
     res["smi"].append(smi())
     (OUT / "round8.json").write_text(json.dumps(res, indent=1, default=str))
     say(res["smi"], f"{time.time() - t0:.0f}s")

@@ -170,23 +170,30 @@ def wgmma_fp8_build(promote: int = 0):
     return build.compile(_fp8_source(), defines={"PROMOTE": int(promote)} if promote else None)
 
 
-def edited_build(edits=(), patch: str | None = None, defines: dict | None = None):
-    """gemm_fp8.cu changed in memory, compiled for sm_90a under the file's own name (so the CPU model's
-    verdicts point into it): `edits`, pairs (old, new) where old occurs exactly once (a mistake is the
-    kernel plus one change), or `patch`, the name of a unified diff in chapters/04_wgmma (an exploration
-    such as explore_fp8_a_regs.patch; its comment lines before the diff are skipped)."""
-    from judge.gpu import build
+def edited_source(edits=(), patch: str | None = None) -> str:
+    """gemm_fp8.cu's text changed in memory: first `patch`, the name of a unified diff in chapters/04_wgmma
+    (an exploration such as explore_fp8_a_regs.patch; its comment lines before the diff are skipped), then
+    `edits`, pairs (old, new) where old occurs exactly once (a mistake is the kernel plus one change)."""
     from judge.grading.patches import apply_patch
     path = _fp8_source()
     text = path.read_text()
+    if patch is not None:
+        diff = (path.parent / patch).read_text()
+        text = apply_patch(text, diff[diff.index("--- a/"):], patch)
     for old, new in edits:
         if text.count(old) != 1:
             raise ValueError(f"an edit must match {path.name} exactly once; {old!r} matches {text.count(old)} times")
         text = text.replace(old, new)
-    if patch is not None:
-        diff = (path.parent / patch).read_text()
-        text = apply_patch(text, diff[diff.index("--- a/"):], patch)
-    return build.compile(build.inline_headers(text, path), target="sm_90a", defines=defines, name=path.name)
+    return text
+
+
+def edited_build(edits=(), patch: str | None = None, defines: dict | None = None):
+    """edited_source(edits, patch) compiled for sm_90a under the file's own name (so the CPU model's
+    verdicts point into it)."""
+    from judge.gpu import build
+    path = _fp8_source()
+    return build.compile(build.inline_headers(edited_source(edits, patch), path), target="sm_90a",
+                         defines=defines, name=path.name)
 
 
 def fp8_shared_bytes(promote: bool = False) -> int:

@@ -159,11 +159,16 @@ def _beside_cubin(cubin_path: Path, kind: str, tool_name: str, make) -> str:
     if kept.exists():
         return kept.read_text()
     out = make()
-    fd, tmp = tempfile.mkstemp(dir=kept.parent)          # write, then rename into place
-    with os.fdopen(fd, "w") as f:
-        f.write(out)
-    os.replace(tmp, kept)
+    _write_into_cache(kept, out.encode())
     return out
+
+
+def _write_into_cache(dest: Path, data: bytes) -> None:
+    """Write, then rename into place: a reader never sees half a file (two processes may compile alike)."""
+    fd, tmp = tempfile.mkstemp(dir=dest.parent)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, dest)
 
 
 @dataclass
@@ -307,10 +312,7 @@ def compile(source, *, target: str | None = None, defines: dict | None = None,
     cubin += b"\0"                   # NVRTC hands the ELF back one byte short
     cdir.mkdir(parents=True, exist_ok=True)
     for dest, data in ((cubin_path, cubin), (log_path, log.encode()), (ptx_path, ptx.encode())):
-        fd, tmp = tempfile.mkstemp(dir=cdir)          # write, then rename into place
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, dest)
+        _write_into_cache(dest, data)
     return Build(name, target, cubin, log, full, tuple(opts), key, cubin_path, ptx)
 
 

@@ -228,7 +228,4 @@ def test_the_why_of_promote2_rests_on_the_recorded_counters():
 @pytest.mark.parametrize("patch", ["explore_fp8_a_regs.patch", "explore_fp8_part192.patch"])
 def test_the_exploration_patches_still_apply_to_the_kernel(patch):
     # explore_h200.py builds them from gemm_fp8.cu as it is; a kernel edit that breaks one says so here
-    from judge.grading.patches import apply_patch
-    path = fp8._fp8_source()
-    diff = (path.parent / patch).read_text()
-    assert apply_patch(path.read_text(), diff[diff.index("--- a/"):], patch) != path.read_text()
+    assert fp8.edited_source(patch=patch) != fp8._fp8_source().read_text()

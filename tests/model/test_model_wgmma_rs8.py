@@ -45,13 +45,6 @@ def test_the_register_form_gemm_matches_float64_on_the_model():
 
 def test_a_fragment_read_with_its_k_halves_swapped_is_wrong_on_the_model():
     pytest.importorskip("ml_dtypes")
-    from judge.gpu import build
-    from judge.grading.patches import apply_patch
-    path = fp8._fp8_source()
-    diff = (path.parent / PATCH).read_text()
-    text = apply_patch(path.read_text(), diff[diff.index("--- a/"):], PATCH)
-    good = "byte = 32 * ks + 4 * (l % 4) + 16 * (j / 2);"
-    assert text.count(good) == 1
-    text = text.replace(good, "byte = 32 * ks + 4 * (l % 4) + 16 * (j % 2);")
-    b = build.compile(build.inline_headers(text, path), target="sm_90a", defines=DEFINES, name=path.name)
+    b = fp8.edited_build([("byte = 32 * ks + 4 * (l % 4) + 16 * (j / 2);", "byte = 32 * ks + 4 * (l % 4) + 16 * (j % 2);")],
+                         patch=PATCH, defines=DEFINES)
     assert not fp8.model_check(200, 264, 272, promote=2, build=b).ok
