@@ -113,7 +113,10 @@ def compare(got, ref, *, rtol: float = 1e-5, atol: float = 1e-6, norm_tol: float
         g64 = g.astype(np.float64)
         r64 = r.astype(np.float64)
         diff = np.abs(g64 - r64)
-        bad = ~(diff <= atol + rtol * np.abs(r64))     # NaN compares False, so NaN is bad
+        # rtol * |ref| where ref != 0: rtol = inf (a norm-only comparison) must not make inf * 0 = NaN
+        # of an exact zero, which would mark a right 0 wrong
+        rel_part = np.multiply(rtol, np.abs(r64), where=r64 != 0, out=np.zeros_like(r64))
+        bad = ~(diff <= atol + rel_part)                # NaN compares False, so NaN is bad
         denom = float(np.linalg.norm(r64.ravel()))
         num = float(np.linalg.norm(np.nan_to_num(g64 - r64, nan=np.inf).ravel()))
         rel = num / denom if denom > 0 else num

@@ -46,3 +46,13 @@ def test_integers_are_compared_exactly_and_poisoned_with_a_sentinel():
 
 def test_shape_mismatch_is_a_failure():
     assert not compare.compare(np.zeros(3), np.zeros(4)).ok
+
+
+def test_a_norm_only_comparison_accepts_an_exact_zero():
+    # rtol = atol = inf leaves only the norm; inf * 0 must not turn a right 0 into NaN and so into "wrong"
+    ref = np.array([0.0, 1.0, -2.0])
+    assert compare.compare(np.array([0.0, 1.0, -2.0], np.float32), ref, rtol=np.inf, atol=np.inf, norm_tol=1e-3).ok
+    assert not compare.compare(np.array([np.nan, 1.0, -2.0]), ref, rtol=np.inf, atol=np.inf, norm_tol=1e-3).ok
+    assert not compare.compare(np.array([0.5, 1.0, -2.0]), ref, rtol=np.inf, atol=np.inf, norm_tol=1e-3).ok
+    # a finite atol still holds at a zero reference when rtol is inf
+    assert not compare.compare(np.array([0.5, 1.0, -2.0]), ref, rtol=np.inf, atol=0.1).ok
