@@ -12,6 +12,8 @@ run (python -m judge.record.hopper_run), which measures the same functions.
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round7   # FP8 half-slices
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round7 cluster   # clusters
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round8   # FP8 128 x 192
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round9   # feed, cuBLAS
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round10  # FP8 on cuBLAS's tiles
 
 Logs and JSON go to $OUT (explore.json, explore.log); a short table is printed last.
 """
@@ -267,6 +269,120 @@ def round8() -> int:
     return 0
 
 
+CUBLAS_KINDS = ("bf16", "fp8 fast", "fp8 default")
+
+
+def profile_cublas(kind: str, n: int, log_dir: Path) -> dict:
+    """ncu on one cuBLAS call (judge.record.counters' cuBLAS kernels: the same child, metrics and sections as the
+    record's counters pass): the row, with the launch (kernel name, grid, block) and summary."""
+    from judge.record import counters
+    k = next(k for k in counters.kernels() if k.get("cublas") == kind and k["n"] == n)
+    return counters.profile_one(k, counters.WANTED, log_dir, counters._ncu() or "ncu", timeout=180)
+
+
+def round9() -> int:
+    """The ninth call: (1) the issue-rate probe with a TMA feed (issue_rate.measure_fed): does TMA writing into
+    shared memory slow wgmma's operand reads, for rung 9's consumer and rung 8's pair; (2) cuBLAS's own kernels
+    under ncu (bf16, FP8 fast and promoted, 4096^3 and 8192^3): their tiles, tensor pipe, L2 bytes and clock,
+    beside the record's counters of the course's kernels; (3) gemm_fp8.cu with GROUP_M 16 against 8,
+    interleaved with torch._scaled_mm (run when every variant had GROUP_M 8; since then the promoting ones
+    have 16, so the edit now changes the plain kernel only)."""
+    import issue_rate
+    t0 = time.time()
+    res = {"smi": [smi()]}
+    rows = issue_rate.measure_fed()
+    res["fed"] = rows
+    for r in rows:
+        say(f"FED {r['warpgroups']} wg {r['wgmma']} x{r['chains']} depth {r['feed depth']}: "
+            f"{r['MACs per cycle']:7.1f} MAC/clk ({r['of peak']:.3f}), feed {r['feed bytes per cycle']:5.1f} B/clk, "
+            f"operands {r['operand bytes per cycle']:5.1f} B/clk, sum {r['shared bytes per cycle']:5.1f}, "
+            f"outlasted {r['feed outlasted the loop']}, sink {r['sink finite']}")
+    (OUT / "round9.json").write_text(json.dumps(res, indent=1, default=str))
+    say(f"fed probe {time.time() - t0:.0f}s")
+    log_dir = OUT / "ncu_cublas"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    res["cublas"] = []
+    for n in (4096, 8192):
+        for kind in CUBLAS_KINDS:
+            r = profile_cublas(kind, n, log_dir)
+            res["cublas"].append(r)
+            s_ = r.get("summary") or {}
+            say(f"CUBLAS {kind} {n}: {r.get('launch', {}).get('Kernel Name', '?')[:90]} grid {r.get('launch', {}).get('Grid Size')} "
+                f"block {r.get('launch', {}).get('Block Size')} | tensor {s_.get('tensor pipe %')} % elapsed-share "
+                f"{s_.get('tensor pipe % of elapsed')} | L2 {s_.get('L2 bytes')} TMA {s_.get('TMA load bytes')} | "
+                f"clock {s_.get('SM clock Hz (while profiled)')} | issue {s_.get('issue slots busy %')} FMA {s_.get('FMA pipe %')} | "
+                f"regs {s_.get('registers per thread')} | {r.get('check')} "
+                f"{r.get('error', '')[-300:]}")
+            (OUT / "round9.json").write_text(json.dumps(res, indent=1, default=str))
+    say(f"cublas profiles {time.time() - t0:.0f}s")
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    src = fp8._fp8_source().read_text()
+    g16 = [("#define GROUP_M 8 ", "#define GROUP_M 16 ")]
+    if src.count(g16[0][0]) != 1:
+        say("GROUP_M line not found; part 3 skipped")
+        return 0
+    builds = {"kernel": (fp8.wgmma_fp8_build(0), 0), "kernel g16": (fp8.edited_build(g16), 0),
+              "promote": (fp8.wgmma_fp8_build(2), 2),
+              "promote g16": (fp8.edited_build(g16, defines={"PROMOTE": 2}), 2)}
+    for n in (4096, 8192):
+        kernels = {k: fp8.fp8_launcher(n, n, n, build=b, promote=lvl) for k, (b, lvl) in builds.items()}
+        timed = _fp8_timed(fp8, n, kernels, fp8._scaled_mm_paths(rowwise=True))
+        if timed is None:
+            return 1
+        med, errs = timed
+        row = {"n": n, "ms": med, "max rel err": max(v[0] for v in errs.values()),
+               **{f"{k} / fast": med["fast"] / med[k] for k in ("kernel", "kernel g16")},
+               **{f"{k} / default": med["default"] / med[k] for k in ("promote", "promote g16")}}
+        res[f"group {n}"] = row
+        say(json.dumps(row))
+        (OUT / "round9.json").write_text(json.dumps(res, indent=1, default=str))
+    res["smi"].append(smi())
+    (OUT / "round9.json").write_text(json.dumps(res, indent=1, default=str))
+    say(res["smi"], f"{time.time() - t0:.0f}s")
+    return 0
+
+
+def round10() -> int:
+    """The tenth call: gemm_fp8.cu on cuBLAS's FP8 tiles (round 9 read them from ncu: 128 x 128 x 128, 6 stages;
+    the fast path in clusters of 2, the promoting one without): the plain kernel on 128 x 128 tiles against
+    its 128 x 256 tiles and _scaled_mm(use_fast_accum=True); PROMOTE=1 (already 128 x 128 x 128, 6 stages) and
+    PROMOTE=2, each with GROUP_M 8 and 16, against the default _scaled_mm; interleaved, 4096^3 and 8192^3 (run
+    when every variant had GROUP_M 8: it made 16 the promoting variants' default)."""
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    t0 = time.time()
+    fp8.FP8_TILE[4], fp8.FP8_STAGES[4], fp8.FP8_CLUSTER[4] = (128, 128), 6, 2    # the plain kernel, 128 x 128
+    fp8.FP8_TILE[5], fp8.FP8_STAGES[5], fp8.FP8_CLUSTER[5] = (128, 128), 6, 1    # the same without a cluster
+    small = {"BN": 128, "BM": 128, "BK": 128, "STAGES": 6}
+    g16 = [("#define GROUP_M 8 ", "#define GROUP_M 16 ")]
+    builds = {"kernel": (fp8.wgmma_fp8_build(0), 0),
+              "kernel 128": (fp8.edited_build(defines={**small, "GROUP_M": 8}), 4),
+              "kernel 128 g16": (fp8.edited_build(defines={**small, "GROUP_M": 16}), 4),
+              "kernel 128 c1": (fp8.edited_build(defines={**small, "GROUP_M": 8, "CLUSTER": 1}), 5),
+              "promote1": (fp8.wgmma_fp8_build(1), 1),
+              "promote1 g16": (fp8.edited_build(g16, defines={"PROMOTE": 1}), 1),
+              "promote2": (fp8.wgmma_fp8_build(2), 2),
+              "promote2 g16": (fp8.edited_build(g16, defines={"PROMOTE": 2}), 2)}
+    res = {"smi": [smi()]}
+    for n in (4096, 8192):
+        kernels = {k: fp8.fp8_launcher(n, n, n, build=b, promote=lvl) for k, (b, lvl) in builds.items()}
+        timed = _fp8_timed(fp8, n, kernels, fp8._scaled_mm_paths(rowwise=True))
+        if timed is None:
+            return 1
+        med, errs = timed
+        row = {"n": n, "ms": med, "max rel err": max(v[0] for v in errs.values()),
+               **{f"{k} / fast": med["fast"] / med[k] for k in builds if k.startswith("kernel")},
+               **{f"{k} / default": med["default"] / med[k] for k in builds if k.startswith("promote")}}
+        res[str(n)] = row
+        say(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items() if k != "ms"}))
+        (OUT / "round10.json").write_text(json.dumps(res, indent=1, default=str))
+    res["smi"].append(smi())
+    (OUT / "round10.json").write_text(json.dumps(res, indent=1, default=str))
+    say(res["smi"], f"{time.time() - t0:.0f}s")
+    return 0
+
+
 def round4() -> int:
     """The fourth call: rung 10 (gemm_10_stream_k.cu, a stream-K tail on rung 8) launched repeatedly and
     checked, then timed against rung 8 and cuBLAS bf16 at 4096^3 and 8192^3 (both orders) and on
@@ -366,6 +482,10 @@ def main() -> int:
         return round2()
     if sys.argv[1:2] == ["round7"]:
         return round7()
+    if sys.argv[1:2] == ["round9"]:
+        return round9()
+    if sys.argv[1:2] == ["round10"]:
+        return round10()
     if sys.argv[1:2] == ["round8"]:
         return round8()
     if sys.argv[1:2] == ["round5"]:

@@ -56,7 +56,16 @@ CH03 = config.CHAPTERS_DIR / "03_clusters"
 CH04 = config.CHAPTERS_DIR / "04_wgmma"
 CH05 = config.CHAPTERS_DIR / "05_blackwell"
 #: chapter 5's FP8 GEMM (chapters/04_wgmma/gemm_fp8.cu), by PROMOTE level, at these sizes
-FP8_PROFILED = ((0, 4096), (1, 4096), (2, 4096), (1, 8192), (2, 8192))
+FP8_PROFILED = ((0, 4096), (1, 4096), (2, 4096), (0, 8192), (1, 8192), (2, 8192))
+#: cuBLAS's own kernels, profiled the same way, for the chapters to put beside theirs: (id, chapter, what, n).
+#: What runs is cuBLAS's choice; its name says its tile, stages and cluster (chapters/04_wgmma/cublas_kernels.py).
+CUBLAS_PROFILED = (("ch04.cublas_bf16", "ch04", "bf16", 4096), ("ch04.cublas_bf16_8192", "ch04", "bf16", 8192),
+                   ("ch05.cublas_fp8_fast", "ch05", "fp8 fast", 4096),
+                   ("ch05.cublas_fp8_fast_8192", "ch05", "fp8 fast", 8192),
+                   ("ch05.cublas_fp8_default", "ch05", "fp8 default", 4096),
+                   ("ch05.cublas_fp8_default_8192", "ch05", "fp8 default", 8192))
+#: ncu's kernel filter for them: the child launches no other GEMM before the profiled call
+CUBLAS_KERNELS = "nvjet|xmma|cutlass|gemm"
 GEMM_N = 4096                    # every GEMM is profiled at 4096^3
 CHILD_TIMEOUT = 120              # seconds per kernel, ncu included
 SECTIONS = ("WarpStateStats", "Occupancy", "LaunchStats")
@@ -170,6 +179,7 @@ def kernels() -> list[dict]:
         out.append({"id": f"ch04.{_slug(r['name'])}" + ("" if n == GEMM_N else f"_{n}"), "chapter": "ch04",
                     "label": r["name"], "kernel": r["kernel"], "variant": r not in ladder.RUNGS or n != GEMM_N,
                     **({} if n == GEMM_N else {"n": n}), "sources": [str(CH04 / r["file"]), str(CH04 / "ladder.py")]})
+    out += _cublas_kernels("ch04")
     for label, f, defines in sgemm.BASELINES:
         out.append({"id": f"ch01.{Path(f).stem}", "chapter": "ch01", "label": label,
                     "kernel": sgemm.spec(f, defines).name, "sources": [str(CH01 / f), str(CH01 / "sgemm.py")]})
@@ -193,7 +203,16 @@ def kernels() -> list[dict]:
                     "label": f"gemm_fp8.cu PROMOTE={promote}", "kernel": "gemm_fp8", "promote": promote,
                     **({} if n == GEMM_N else {"n": n}),
                     "sources": [str(CH04 / "gemm_fp8.cu"), str(CH05 / "fp8.py")]})
+    out += _cublas_kernels("ch05")
     return out
+
+
+def _cublas_kernels(chapter: str) -> list[dict]:
+    return [{"id": kid, "chapter": ch, "label": f"cuBLAS {what}" if what == "bf16" else
+             "cuBLAS FP8, " + ("use_fast_accum=True" if what == "fp8 fast" else "default (promoting)"),
+             "kernel": CUBLAS_KERNELS, "regex": True, "cublas": what, "variant": True, "n": n,
+             "sources": [str(CH04 / "ladder.py")] if what == "bf16" else [str(CH05 / "fp8.py")]}
+            for kid, ch, what, n in CUBLAS_PROFILED if ch == chapter]
 
 
 def select(only: str = "") -> list[dict]:
@@ -333,6 +352,34 @@ def _run_ch05(promote: int, n: int) -> None:
                                           f"{bad} not finite (bound {fp8.REL_TOL:.2e})")
 
 
+def _run_cublas(what: str, n: int) -> None:
+    """ONE cuBLAS call at n^3 (bf16 a @ b.T, or torch._scaled_mm with the FP8 block scales per row and column,
+    fast or default accumulation) on fresh random inputs, output poisoned where the call takes one, checked
+    against float64 computed AFTER the call (so the profiled launch is the process's first GEMM)."""
+    import torch
+    from judge.grading import compare
+    seed = int.from_bytes(os.urandom(4), "little")
+    if what == "bf16":
+        sys.path.insert(0, str(CH04))
+        import ladder
+        a, b = ladder._inputs(n, n, n, seed)
+        c = a @ b.T                                  # the launch ncu profiles
+        torch.cuda.synchronize()
+        r = ladder.compare_output(c, a, b, case=f"cuBLAS bf16 {n}^3 seed {seed}")
+        return _say(r.ok, r.message or r.case)
+    sys.path.insert(0, str(CH05))
+    import fp8
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    qa, sa = fp8.quantize_blocks(torch.randn(n, n, device="cuda", generator=g))
+    qb, sb = fp8.quantize_blocks(torch.randn(n, n, device="cuda", generator=g))
+    ra, rb = fp8.row_scales({"qa": qa, "qb": qb, "sa": sa, "sb": sb})
+    c = compare.poison(torch.empty(n, n, device="cuda", dtype=torch.bfloat16))
+    out = fp8._scaled_mm_paths(rowwise=True)[what.split()[1]](qa, qb, c, sa, sb, ra, rb)   # the launch ncu profiles
+    torch.cuda.synchronize()
+    rel, bad = fp8._rel_err64(out, fp8.dequantize_blocks(qa, sa) @ fp8.dequantize_blocks(qb, sb).T)
+    _say(bad == 0 and rel < fp8.REL_TOL, f"cuBLAS {what} {n}^3 seed {seed}: rel. error {rel:.2e}, {bad} not finite")
+
+
 def run_child(kid: str) -> int:
     """The child process: one checked launch of kernel `kid` (ncu profiles that launch)."""
     k = next((k for k in kernels() if k["id"] == kid), None)
@@ -340,7 +387,9 @@ def run_child(kid: str) -> int:
         print(f"no kernel {kid!r}; python -m judge.record.counters --list shows them", file=sys.stderr)
         return 2
     ch, rest = kid.split(".", 1)
-    if ch == "ch04":
+    if "cublas" in k:
+        _run_cublas(k["cublas"], k["n"])
+    elif ch == "ch04":
         _run_ch04(k["label"], k.get("n", GEMM_N))
     elif ch == "ch05":
         _run_ch05(k["promote"], k.get("n", GEMM_N))
@@ -367,9 +416,11 @@ def usable(wanted, known: set[str]) -> list[str]:
     return [m for m in wanted if m in VERIFIED or m.split(".")[0] in known]
 
 
-def ncu_command(kid: str, kernel: str, metrics, log: Path, ncu: str = "ncu", sections=SECTIONS) -> list[str]:
-    """The command that profiles the one launch of kernel `kernel` made by the child `kid`."""
-    cmd = [ncu, "--target-processes", "all", "-k", f"regex:^{re.escape(kernel)}$", "-c", "1",
+def ncu_command(kid: str, kernel: str, metrics, log: Path, ncu: str = "ncu", sections=SECTIONS,
+                regex: bool = False) -> list[str]:
+    """The command that profiles the one launch of kernel `kernel` made by the child `kid` (regex: `kernel`
+    is a pattern that the name contains, for a library's kernels, whose names the library chooses)."""
+    cmd = [ncu, "--target-processes", "all", "-k", f"regex:{kernel}" if regex else f"regex:^{re.escape(kernel)}$", "-c", "1",
            "--clock-control", "none", "--csv", "--page", "raw", "--print-units", "base",
            "--log-file", str(log)]
     for s in sections:
@@ -528,7 +579,7 @@ def profile_one(k: dict, metrics, log_dir: Path, ncu: str, timeout: float = CHIL
     for attempt in range(3):
         if log.exists():
             log.unlink()
-        rc, out = _run(ncu_command(k["id"], k["kernel"], mets, log, ncu, secs), timeout, env)
+        rc, out = _run(ncu_command(k["id"], k["kernel"], mets, log, ncu, secs, k.get("regex", False)), timeout, env)
         text = log.read_text(errors="replace") if log.exists() else ""
         parsed = parse_raw_csv(text) or parse_raw_csv(out)      # the CSV goes to the log; stdout if not
         check = [ln for ln in out.splitlines() if ln.startswith("COUNTERS-CHECK:")]

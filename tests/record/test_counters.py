@@ -54,6 +54,8 @@ def test_the_pass_covers_every_rung_variant_and_named_kernel():
                  "ch03.multicast_1", "ch03.multicast_2"):
         assert want in ids
     for k in ks:           # the name given to ncu's -k is a kernel defined in one of the row's sources
+        if k.get("regex"):   # cuBLAS's: the library names them (below)
+            continue
         text = "".join(Path(s).read_text() for s in k["sources"] if s.endswith(".cu"))
         probe = re.match(r"dsmem_bandwidth_(\w+)$", k["kernel"])    # made by PROBES(name, mode) there
         defined = re.search(rf"\b{k['kernel']}\s*\(", text) or (
@@ -62,6 +64,21 @@ def test_the_pass_covers_every_rung_variant_and_named_kernel():
         assert all(Path(s).exists() for s in k["sources"])
     assert [k["id"] for k in counters.select("ch01")] == [i for i in ids if i.startswith("ch01.")]
     assert {k["id"] for k in counters.select("hist_global,multicast_4")} == {"ch03.hist_global", "ch03.multicast_4"}
+
+
+def test_cublas_kernels_are_profiled_by_a_pattern_in_their_chapters_sections():
+    # the library chooses its kernels' names, so ncu filters by a pattern and the child makes one call
+    lib = [k for k in counters.kernels() if k.get("cublas")]
+    assert {(k["id"], k["n"]) for k in lib} == {(i, n) for i, _, _, n in counters.CUBLAS_PROFILED}
+    assert {k["chapter"] for k in lib if k["cublas"] == "bf16"} == {"ch04"}
+    assert {k["chapter"] for k in lib if k["cublas"] != "bf16"} == {"ch05"}
+    for k in lib:
+        assert k["regex"] and k["kernel"] == counters.CUBLAS_KERNELS and all(Path(s).exists() for s in k["sources"])
+    cmd = counters.ncu_command("ch04.cublas_bf16", counters.CUBLAS_KERNELS, [], Path("x.csv"), "ncu", regex=True)
+    assert cmd[cmd.index("-k") + 1] == "regex:nvjet|xmma|cutlass|gemm" and cmd[cmd.index("-c") + 1] == "1"
+    # every row of a chapter comes before the next chapter's, so each chapter's section is saved once, whole
+    chapters = [k["chapter"] for k in counters.kernels()]
+    assert chapters == sorted(chapters, key=lambda c: list(dict.fromkeys(chapters)).index(c))
 
 
 def test_ncu_command_profiles_one_launch_of_the_named_kernel_in_a_child(tmp_path):
