@@ -35,7 +35,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 SCALE_RULES = {
@@ -56,8 +55,13 @@ class Element:
     mbits: int
     bias: int
     max: float             # largest finite value
-    dtype: object          # the ml_dtypes type holding one code per byte
+    dtype_name: str        # the name of the ml_dtypes type holding one code per byte (see dtype)
     overflow_value: float  # what "nan" overflow gives: nan (E4M3), inf (E5M2), None if impossible
+
+    @property
+    def dtype(self):
+        """The ml_dtypes type holding one code per byte."""
+        return getattr(_ml_dtypes(), self.dtype_name)
 
     @property
     def emax(self) -> int:
@@ -73,12 +77,19 @@ class Element:
         return 1 + self.ebits + self.mbits
 
 
+def _ml_dtypes():
+    """ml_dtypes, imported where a code is first cast: importing it takes over a second (it registers its
+    NumPy casts one by one), and the CPU model imports this module for every kernel, block-scaled or not."""
+    import ml_dtypes
+    return ml_dtypes
+
+
 ELEMENTS = {
-    "e4m3": Element("e4m3", 4, 3, 7, 448.0, ml_dtypes.float8_e4m3fn, float("nan")),
-    "e5m2": Element("e5m2", 5, 2, 15, 57344.0, ml_dtypes.float8_e5m2, float("inf")),
-    "e3m2": Element("e3m2", 3, 2, 3, 28.0, ml_dtypes.float6_e3m2fn, None),
-    "e2m3": Element("e2m3", 2, 3, 1, 7.5, ml_dtypes.float6_e2m3fn, None),
-    "e2m1": Element("e2m1", 2, 1, 1, 6.0, ml_dtypes.float4_e2m1fn, None),
+    "e4m3": Element("e4m3", 4, 3, 7, 448.0, "float8_e4m3fn", float("nan")),
+    "e5m2": Element("e5m2", 5, 2, 15, 57344.0, "float8_e5m2", float("inf")),
+    "e3m2": Element("e3m2", 3, 2, 3, 28.0, "float6_e3m2fn", None),
+    "e2m3": Element("e2m3", 2, 3, 1, 7.5, "float6_e2m3fn", None),
+    "e2m1": Element("e2m1", 2, 1, 1, 6.0, "float4_e2m1fn", None),
 }
 #: The MX names of the OCP spec -> element format (all with an E8M0 scale per 32 elements).
 MX_FORMATS = {"MXFP8 E4M3": "e4m3", "MXFP8 E5M2": "e5m2", "MXFP6 E3M2": "e3m2",
@@ -323,7 +334,7 @@ def relative_error(x, x_hat) -> float:
 
 def bf16_roundtrip(x) -> np.ndarray:
     """x rounded to bfloat16 (ties to even) and back: the unscaled 16-bit baseline."""
-    return np.asarray(x, dtype=np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+    return np.asarray(x, dtype=np.float32).astype(_ml_dtypes().bfloat16).astype(np.float64)
 
 
 def error_table(x, formats=("e4m3", "e5m2", "e3m2", "e2m3", "e2m1"), blocks=(16, 32, 64, 128),
