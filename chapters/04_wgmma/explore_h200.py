@@ -269,6 +269,26 @@ def round8() -> int:
     return 0
 
 
+def _fp8_against_cublas(fp8, builds: dict, res: dict, file: str, key: str = "{n}") -> bool:
+    """Every build of `builds` ({name: (build, PROMOTE level or fp8.FP8_TILE key)}) and torch._scaled_mm's two
+    paths through _fp8_timed at 4096^3 and 8192^3; per size a row of medians and ratios: "kernel..." builds
+    against the fast path, "promote..." ones against the default (promoting) path, into res[key] and OUT/file.
+    False when a check before timing failed."""
+    for n in (4096, 8192):
+        kernels = {k: fp8.fp8_launcher(n, n, n, build=b, promote=lvl) for k, (b, lvl) in builds.items()}
+        timed = _fp8_timed(fp8, n, kernels, fp8._scaled_mm_paths(rowwise=True))
+        if timed is None:
+            return False
+        med, errs = timed
+        row = {"n": n, "ms": med, "max rel err": max(v[0] for v in errs.values()),
+               **{f"{k} / fast": med["fast"] / med[k] for k in builds if k.startswith("kernel")},
+               **{f"{k} / default": med["default"] / med[k] for k in builds if k.startswith("promote")}}
+        res[key.format(n=n)] = row
+        say(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items() if k != "ms"}))
+        (OUT / file).write_text(json.dumps(res, indent=1, default=str))
+    return True
+
+
 CUBLAS_KINDS = ("bf16", "fp8 fast", "fp8 default")
 
 
@@ -325,18 +345,8 @@ def round9() -> int:
     builds = {"kernel": (fp8.wgmma_fp8_build(0), 0), "kernel g16": (fp8.edited_build(g16), 0),
               "promote": (fp8.wgmma_fp8_build(2), 2),
               "promote g16": (fp8.edited_build(g16, defines={"PROMOTE": 2}), 2)}
-    for n in (4096, 8192):
-        kernels = {k: fp8.fp8_launcher(n, n, n, build=b, promote=lvl) for k, (b, lvl) in builds.items()}
-        timed = _fp8_timed(fp8, n, kernels, fp8._scaled_mm_paths(rowwise=True))
-        if timed is None:
-            return 1
-        med, errs = timed
-        row = {"n": n, "ms": med, "max rel err": max(v[0] for v in errs.values()),
-               **{f"{k} / fast": med["fast"] / med[k] for k in ("kernel", "kernel g16")},
-               **{f"{k} / default": med["default"] / med[k] for k in ("promote", "promote g16")}}
-        res[f"group {n}"] = row
-        say(json.dumps(row))
-        (OUT / "round9.json").write_text(json.dumps(res, indent=1, default=str))
+    if not _fp8_against_cublas(fp8, builds, res, "round9.json", key="group {n}"):
+        return 1
     res["smi"].append(smi())
     (OUT / "round9.json").write_text(json.dumps(res, indent=1, default=str))
     say(res["smi"], f"{time.time() - t0:.0f}s")
@@ -365,18 +375,8 @@ def round10() -> int:
               "promote2": (fp8.wgmma_fp8_build(2), 2),
               "promote2 g16": (fp8.edited_build(g16, defines={"PROMOTE": 2}), 2)}
     res = {"smi": [smi()]}
-    for n in (4096, 8192):
-        kernels = {k: fp8.fp8_launcher(n, n, n, build=b, promote=lvl) for k, (b, lvl) in builds.items()}
-        timed = _fp8_timed(fp8, n, kernels, fp8._scaled_mm_paths(rowwise=True))
-        if timed is None:
-            return 1
-        med, errs = timed
-        row = {"n": n, "ms": med, "max rel err": max(v[0] for v in errs.values()),
-               **{f"{k} / fast": med["fast"] / med[k] for k in builds if k.startswith("kernel")},
-               **{f"{k} / default": med["default"] / med[k] for k in builds if k.startswith("promote")}}
-        res[str(n)] = row
-        say(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items() if k != "ms"}))
-        (OUT / "round10.json").write_text(json.dumps(res, indent=1, default=str))
+    if not _fp8_against_cublas(fp8, builds, res, "round10.json"):
+        return 1
     res["smi"].append(smi())
     (OUT / "round10.json").write_text(json.dumps(res, indent=1, default=str))
     say(res["smi"], f"{time.time() - t0:.0f}s")
