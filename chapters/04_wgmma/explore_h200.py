@@ -14,6 +14,7 @@ run (python -m judge.record.hopper_run), which measures the same functions.
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round8   # FP8 128 x 192
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round9   # feed, cuBLAS
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round10  # FP8 on cuBLAS's tiles
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round11  # FP8 turns
 
 Logs and JSON go to $OUT (explore.json, explore.log); a short table is printed last.
 """
@@ -383,6 +384,27 @@ def round10() -> int:
     return 0
 
 
+def round11() -> int:
+    """The eleventh call: PROMOTE=2 with TURNS=1 (explore_fp8_turns.patch: the consumers issue their half-slices
+    in strict alternation) against PROMOTE=2 as it stands and the default _scaled_mm, interleaved, 4096^3 and
+    8192^3, twice."""
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    t0 = time.time()
+    builds = {"promote2": (fp8.wgmma_fp8_build(2), 2),
+              "promote2 turns": (fp8.edited_build(patch="explore_fp8_turns.patch",
+                                                  defines={"PROMOTE": 2, "TURNS": 1}), 2)}
+    res = {"smi": [smi()]}
+    if not _fp8_against_cublas(fp8, builds, res, "round11.json"):
+        return 1
+    if not _fp8_against_cublas(fp8, builds, res, "round11.json", key="{n} again"):
+        return 1
+    res["smi"].append(smi())
+    (OUT / "round11.json").write_text(json.dumps(res, indent=1, default=str))
+    say(res["smi"], f"{time.time() - t0:.0f}s")
+    return 0
+
+
 def round4() -> int:
     """The fourth call: rung 10 (gemm_10_stream_k.cu, a stream-K tail on rung 8) launched repeatedly and
     checked, then timed against rung 8 and cuBLAS bf16 at 4096^3 and 8192^3 (both orders) and on
@@ -486,6 +508,8 @@ def main() -> int:
         return round9()
     if sys.argv[1:2] == ["round10"]:
         return round10()
+    if sys.argv[1:2] == ["round11"]:
+        return round11()
     if sys.argv[1:2] == ["round8"]:
         return round8()
     if sys.argv[1:2] == ["round5"]:

@@ -153,6 +153,18 @@ def test_a_slot_released_in_one_block_only_leaves_the_cluster_waiting_on_the_mod
         fp8.model_check(200, 264, 784, build=b)
 
 
+def test_the_turns_exploration_matches_float64_and_its_unmatched_signal_hangs_on_the_model():
+    # explore_fp8_turns.patch: the consumers alternate through named barriers; consumer 1 does not signal
+    # after its last half. A consumer 0 that waits before its first half too waits for a signal never sent.
+    pytest.importorskip("ml_dtypes")
+    from judge.model.errors import Hang
+    d = {"PROMOTE": 2, "TURNS": 1}
+    assert fp8.model_check(200, 264, 272, promote=2, build=fp8.edited_build(patch="explore_fp8_turns.patch", defines=d)).ok
+    b = fp8.edited_build([("if (TURNS && !(c == 0 && h == 0))", "if (TURNS)")], patch="explore_fp8_turns.patch", defines=d)
+    with pytest.raises(Hang):
+        fp8.model_check(200, 264, 272, promote=2, build=b)
+
+
 # ------------------------------------------------------------------ FINE=1: fine-grained scales at promotion
 def test_the_fine_grained_variant_promotes_with_ffma_and_does_not_spill():
     f = fp8.fine_build()
@@ -225,7 +237,7 @@ def test_the_why_of_promote2_rests_on_the_recorded_counters():
     assert notes.fp8_why(swapped).count("do NOT support") == 2        # the tile claim, at both sizes
 
 
-@pytest.mark.parametrize("patch", ["explore_fp8_a_regs.patch", "explore_fp8_part192.patch"])
+@pytest.mark.parametrize("patch", ["explore_fp8_a_regs.patch", "explore_fp8_part192.patch", "explore_fp8_turns.patch"])
 def test_the_exploration_patches_still_apply_to_the_kernel(patch):
     # explore_h200.py builds them from gemm_fp8.cu as it is; a kernel edit that breaks one says so here
     assert fp8.edited_source(patch=patch) != fp8._fp8_source().read_text()
