@@ -17,6 +17,8 @@ All variables share the prefix JUDGE_:
                      and its message are the same (default: drawn). The test suite sets 0 but in the tests
                      of the figures (tests/conftest.py)
     JUDGE_SEED       replay the inputs a Python check drew in run N (judge.grading.cpu_flow)
+    JUDGE_CHECK_SERVER  set to 0 to start every check's child as a fresh interpreter (default: from a
+                     process's second check on, forked by judge.grading.check_server, its imports done)
 """
 from __future__ import annotations
 

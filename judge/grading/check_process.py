@@ -1,9 +1,12 @@
 """Run a check in a child process, so a hang or a crash cannot take the caller down.
 
 The child (python -m judge.grading.check_child) imports the exercise's check.py and calls check(sub); the
-learner's Python runs in a further process of its own (judge.grading.learner_process). The worker reports
-progress on a private pipe that learner code does not hold; the parent's watchdog restarts on
-each report. Everything printed on stdout/stderr is "your output", never progress.
+learner's Python runs in a further process of its own (judge.grading.learner_process). From a process's
+second check on, the child is forked from a server that has the judge's modules imported already
+(judge.grading.check_server: the same child, in the same session of its own, its exit status relayed),
+not started as a fresh interpreter. The worker reports progress on a private pipe that learner code
+does not hold; the parent's watchdog restarts on each report. Everything printed on stdout/stderr is
+"your output", never progress.
 
   HANG   the child reported nothing for `timeout` seconds (JUDGE_TIMEOUT; default 10 s),
          or one call into the learner's code took longer than that: the whole process group
@@ -35,6 +38,7 @@ import time
 from pathlib import Path
 
 from judge import config
+from judge.grading import check_server
 from judge.grading.result import Result, Verdict
 
 TOTAL_LIMIT_S = config.TOTAL_CHECK_LIMIT_S   # no check may run longer than this, progress or not
@@ -119,11 +123,12 @@ def _run(req: dict, progress, timeout: float, grace: float = 0.0) -> Result:
             [str(config.ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
             PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
         chan_r, chan_w = os.pipe()
-        try:
-            proc = subprocess.Popen([sys.executable, "-m", "judge.grading.check_child", str(chan_w)],
-                                    cwd=str(config.ROOT), env=env, stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    pass_fds=(chan_w,), start_new_session=True)
+        try:      # forked by this process's check server (the same child, its imports done), or a fresh one
+            proc = check_server.spawn(env, str(config.ROOT), chan_w) or subprocess.Popen(
+                [sys.executable, "-m", "judge.grading.check_child", str(chan_w)],
+                cwd=str(config.ROOT), env=env, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                pass_fds=(chan_w,), start_new_session=True)
         finally:
             os.close(chan_w)
         events: "queue.Queue[tuple[str, str | None]]" = queue.Queue()

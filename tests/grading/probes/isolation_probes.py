@@ -143,3 +143,50 @@ def grader_work(seconds: float, limit_s: float):
     with sub.busy(limit_s=limit_s):
         time.sleep(seconds)
     return seconds
+
+
+# ------------------------------------------------------------------ what a check child is (tests/grading/test_check_server.py)
+def whoami():
+    """The check child as it sees itself: its process ids, open descriptors, environment, cwd, argv,
+    whether it is dumpable, and a draw of NumPy's global random state."""
+    import ctypes
+    import sys
+    import numpy as np
+    fds = []
+    for f in os.listdir("/proc/self/fd"):
+        try:
+            os.readlink(f"/proc/self/fd/{f}")
+        except OSError:                      # the descriptor listdir read the folder with, closed by now
+            continue
+        fds.append(int(f))
+    fds.sort()
+    return {"pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgid(0), "sid": os.getsid(0), "fds": fds,
+            "env": dict(os.environ), "cwd": os.getcwd(), "argv": list(sys.argv),
+            "dumpable": ctypes.CDLL(None).prctl(3, 0, 0, 0, 0), "np_random": float(np.random.random())}
+
+
+def _write_whole(path: str, text: str) -> None:
+    """The file appears with its text or not at all (a test waits for it to exist, then reads it)."""
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
+def starts_a_sleeper_then_loops(pid_file: str):
+    """A grandchild of the check (as a learner process is), its pid written down, then a loop that never ends."""
+    import subprocess
+    p = subprocess.Popen(["sleep", "600"])
+    _write_whole(pid_file, str(p.pid))
+    while True:
+        time.sleep(0.05)
+
+
+def sleeps_then_returns(seconds: float, mark: str):
+    """Sleeps (reporting progress), having first written its pid into `mark`; returns 42."""
+    from judge.grading import check_process as isolate
+    _write_whole(mark, str(os.getpid()))
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(0.1)
+        isolate.progress("sleeping")
+    return 42
