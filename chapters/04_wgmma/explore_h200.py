@@ -15,6 +15,7 @@ run (python -m judge.record.hopper_run), which measures the same functions.
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round9   # feed, cuBLAS
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round10  # FP8 on cuBLAS's tiles
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round11  # FP8 turns
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round12  # FP8 GROUP_M
 
 Logs and JSON go to $OUT (explore.json, explore.log); a short table is printed last.
 """
@@ -405,6 +406,34 @@ def round11() -> int:
     return 0
 
 
+def round12() -> int:
+    """The twelfth call: how many tile-rows to walk together (GROUP_M), around round 10's choice: PROMOTE=2 with
+    16 (its default since), 24 and 32; the plain kernel with 8 (its default) and 4; interleaved with
+    torch._scaled_mm's two paths at 4096^3 and 8192^3, twice. Measured on the H200 (2026-12-02), of the path
+    each is judged against, two runs: PROMOTE=2 with 16 / 24 / 32: 0.985-0.987 / 0.986-0.989 / 0.988-0.991 at
+    4096^3 and 0.949-0.950 / 0.953-0.954 / 0.945-0.946 at 8192^3; the plain kernel with 8 / 4: 0.972-0.975 /
+    0.967-0.970 and 0.985-0.987 / 0.974-0.975. Nothing beyond run-to-run noise over the defaults: kept."""
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    t0 = time.time()
+
+    def group(promote: bool, rows: int):
+        old = "#if PROMOTE\n#define GROUP_M 16\n#else\n#define GROUP_M 8\n#endif"
+        new = f"#define GROUP_M {rows}"
+        return fp8.edited_build([(old, new)], defines={"PROMOTE": 2} if promote else None)
+    builds = {"promote2": (fp8.wgmma_fp8_build(2), 2), "promote2 g24": (group(True, 24), 2),
+              "promote2 g32": (group(True, 32), 2), "kernel": (fp8.wgmma_fp8_build(0), 0),
+              "kernel g4": (group(False, 4), 0)}
+    res = {"smi": [smi()]}
+    for key in ("{n}", "{n} again"):
+        if not _fp8_against_cublas(fp8, builds, res, "round12.json", key=key):
+            return 1
+    res["smi"].append(smi())
+    (OUT / "round12.json").write_text(json.dumps(res, indent=1, default=str))
+    say(res["smi"], f"{time.time() - t0:.0f}s")
+    return 0
+
+
 def round4() -> int:
     """The fourth call: rung 10 (gemm_10_stream_k.cu, a stream-K tail on rung 8) launched repeatedly and
     checked, then timed against rung 8 and cuBLAS bf16 at 4096^3 and 8192^3 (both orders) and on
@@ -510,6 +539,8 @@ def main() -> int:
         return round10()
     if sys.argv[1:2] == ["round11"]:
         return round11()
+    if sys.argv[1:2] == ["round12"]:
+        return round12()
     if sys.argv[1:2] == ["round8"]:
         return round8()
     if sys.argv[1:2] == ["round5"]:
