@@ -263,12 +263,13 @@ def abort(m, rule: str, ins, message: str) -> Violation:
 def join(m, members, receivers):
     """Vector clocks: members release (their clocks, own entry = now), receivers acquire the join."""
     ms = np.nonzero(members)[0]
-    rows = m.VC[ms].copy()
+    rows = m.VC[ms]                      # a copy (indexed by an array)
     rows[np.arange(len(ms)), ms] = m.gtime
     j = rows.max(axis=0)
     rs = np.nonzero(receivers)[0]
-    np.maximum(m.VC[rs], j, out=m.VC[rs]) if False else None
-    m.VC[rs] = np.maximum(m.VC[rs], j)
+    got = m.VC[rs]                       # a copy, raised in place (no second temporary)
+    np.maximum(got, j, out=got)
+    m.VC[rs] = got
     m.VC[rs, rs] = np.maximum(m.VC[rs, rs], m.gtime)
 
 

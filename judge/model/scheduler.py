@@ -228,15 +228,24 @@ def _settle_full_barrier(m, c):
 
 def release_cluster_barrier(m, ins):
     """barrier.cluster.wait returns once every live thread of the cluster arrived for that phase."""
-    for t in np.nonzero(m.blocked)[0]:
-        why = m.block_why.get(int(t))
+    live = m.cl_count[m.alive]
+    fewest = int(live.min()) if live.size else None   # arrivals of the live thread that arrived least often
+    done: dict = {}                                   # phase -> the waiters it releases
+    for t in np.nonzero(m.blocked)[0].tolist():
+        why = m.block_why.get(t)
         if not why or why[0] != "cluster":
             continue
         k = why[1]
-        if not (m.alive & (m.cl_count <= k)).any():
-            m.VC[t] = np.maximum(m.VC[t], m.cl_acc.get(k, 0))
-            m.blocked[t] = False
-            m.block_why.pop(int(t), None)
+        if fewest is None or fewest > k:              # no live thread has arrived only k times or fewer
+            done.setdefault(k, []).append(t)
+    for k, ts in done.items():
+        ts = np.array(ts)
+        rows = m.VC[ts]                               # a copy, raised in place (no second temporary)
+        np.maximum(rows, m.cl_acc.get(k, 0), out=rows)
+        m.VC[ts] = rows
+        m.blocked[ts] = False
+        for t in ts.tolist():
+            m.block_why.pop(t, None)
 
 def finish(m):
     """After the last exit: stores still pending complete (on_exit already reported a missing wait)."""

@@ -92,14 +92,15 @@ def cluster_barrier(m, ins):
     def cluster_arrive_or_wait(ins, mask, full):
         lanes = np.nonzero(mask)[0]
         if arrive:
-            for t in lanes:
-                k = int(m.cl_count[t])
-                acc = m.cl_acc.setdefault(k, np.zeros(m.VC.shape[1], np.int64))
+            ks = m.cl_count[lanes]
+            for k in np.unique(ks):                     # the lanes arriving for phase k, together
+                sel = lanes[ks == k]
+                acc = m.cl_acc.setdefault(int(k), np.zeros(m.VC.shape[1], np.int64))
                 if not relaxed:
-                    row = m.VC[t].copy()
-                    row[t] = m.gtime
-                    np.maximum(acc, row, out=acc)
-                m.cl_count[t] += 1
+                    rows = m.VC[sel]                    # a copy: each lane's clock, its own entry = now
+                    rows[np.arange(len(sel)), sel] = m.gtime
+                    np.maximum(acc, rows.max(axis=0), out=acc)
+            m.cl_count[lanes] += 1
             m.counts["barrier.cluster.arrive" + (".relaxed" if relaxed else "")] += len(lanes)
         else:
             m.blocked[lanes] = True

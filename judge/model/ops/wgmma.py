@@ -30,16 +30,18 @@ from judge.model.registry import op
 
 
 def _warpgroups(m, ins, mask):
+    """The lanes of mask by (block, warpgroup), in the order of each group's first lane."""
     lanes = np.nonzero(mask)[0]
-    groups = {}
-    for t in lanes:
-        groups.setdefault((int(m.cta[t]), int(m.lt[t]) // 128), []).append(int(t))
+    cta, g = m.cta[lanes].astype(np.int64), m.lt[lanes].astype(np.int64) // 128
+    keys = cta * (int(g.max(initial=0)) + 1) + g
+    _, first, which = np.unique(keys, return_index=True, return_inverse=True)
     out = []
-    for (c, g), ts in groups.items():
+    for k in np.argsort(first, kind="stable"):
+        ts = lanes[which.reshape(-1) == k]
         if len(ts) != 128:
-            m.fail("wgmma-aligned", ins, f"{len(ts)} threads of warpgroup {g} executed {ins.op} together; "
-                   f".sync.aligned needs all 128 threads of the warpgroup at the same instruction")
-        out.append(np.array(ts))
+            m.fail("wgmma-aligned", ins, f"{len(ts)} threads of warpgroup {int(g[first[k]])} executed {ins.op} "
+                   f"together; .sync.aligned needs all 128 threads of the warpgroup at the same instruction")
+        out.append(ts)
     return out
 
 
@@ -237,12 +239,20 @@ def complete(m, mma, ins):
     full = np.zeros(m.n, bool)
     full[lanes] = True
     m.taint_source = "wgmma"             # "the feature carries the data": the accumulators are wgmma's results
+    res = mma["result"]                  # (lanes, registers) float32
     for i, it in enumerate(mma["items"]):
-        v = np.zeros(m.n, np.float32)
-        v[lanes] = mma["result"][:, i]
-        m.wr(it, v, full, False, internal=True)
+        reg = m.regs.get(it.name) if it.kind == "reg" else None
+        if reg is not None and reg.dtype.itemsize == 4 and reg.dtype != np.bool_:
+            reg[lanes] = res[:, i].view(reg.dtype)     # what m.wr(internal=True) stores, without a full-width copy
+        else:
+            v = np.zeros(m.n, np.float32)
+            v[lanes] = res[:, i]
+            m.wr(it, v, full, False, internal=True)
         if it.kind == "reg":
-            m.taint.setdefault(it.name, np.zeros(m.n, bool))[lanes] = True
+            t = m.taint.get(it.name)
+            if t is None:
+                t = m.taint[it.name] = np.zeros(m.n, bool)
+            t[lanes] = True
     c = mma["cta"]
     for words in mma["words"]:
         m.bulk_reading[c, words] -= 1
