@@ -267,10 +267,25 @@ def join(m, members, receivers):
     rows[np.arange(len(ms)), ms] = m.gtime
     j = rows.max(axis=0)
     rs = np.nonzero(receivers)[0]
-    got = m.VC[rs]                       # a copy, raised in place (no second temporary)
-    np.maximum(got, j, out=got)
-    m.VC[rs] = got
+    if len(rs) and rs[-1] - rs[0] + 1 == len(rs):    # consecutive threads (a warpgroup, a block): in place
+        got = m.VC[rs[0]:rs[-1] + 1]
+        np.maximum(got, j, out=got)
+    else:
+        got = m.VC[rs]                   # a copy, raised in place (no second temporary)
+        np.maximum(got, j, out=got)
+        m.VC[rs] = got
     m.VC[rs, rs] = np.maximum(m.VC[rs, rs], m.gtime)
+
+
+def words_in(offsets) -> np.ndarray:
+    """np.unique(offsets // 4) for byte offsets into one block's shared memory, by marking each word rather
+    than sorting: a box or an operand is thousands of bytes, on every copy and every wgmma."""
+    w = np.asarray(offsets).ravel() // 4
+    if w.size == 0 or w.min() < 0:
+        return np.unique(w)
+    seen = np.zeros(int(w.max()) + 1, bool)
+    seen[w] = True
+    return np.nonzero(seen)[0].astype(w.dtype, copy=False)
 
 
 def know(m, readers, writers, times):

@@ -116,7 +116,7 @@ def _tma_load(m, ins):
                 m.fail("shared-bounds", ins, f"a {nbytes}-byte TMA box at shared offset {int(doff[0])} runs past "
                        f"the block's shared memory")
                 raise checks.abort(m, "shared-bounds", ins, "TMA box out of shared memory")
-            words = np.unique(pos // 4)
+            words = checks.words_in(pos)
             if mcast:
                 cm = int(np.broadcast_to(np.asarray(m.rd(mask_op, "u16", ins)), (m.n,))[t])
                 ranks = [r for r in range(m.ncta) if (cm >> r) & 1]
@@ -162,7 +162,7 @@ def _tma_store(m, ins, reduce=False):
             one = np.array([t])
             scta, soff = m.smem_split(sa, one, ins, cluster_ok=False)
             addr, inb, pos, eb = box_geometry(spec, co, int(soff[0]))
-            words = np.unique(pos // 4)
+            words = checks.words_in(pos)
             c = int(scta[0])
             checks.check_store_source(m, ins, t, c, words, "TMA store")
             m.bulk_reading[c, words] += 1

@@ -837,7 +837,7 @@ def _operand(m, ins, t, c, desc, rows, K, fmt, what, major="K"):
         m.fail("shared-bounds", ins, f"tcgen05.mma operand {what} (descriptor {desc:#018x}) reaches past the "
                f"{m.smem_size - 16} bytes of shared memory")
         raise checks.abort(m, "shared-bounds", ins, "tcgen05.mma operand out of shared memory")
-    words = np.unique(addr // 4)
+    words = checks.words_in(addr)
     checks.check_store_source(m, ins, t, c, words, f"tcgen05.mma operand {what} read (async proxy)")
     raw = np.ascontiguousarray(m.sm[c, addr])                      # (rows, K * es) bytes
     return _decode_elems(raw, fmt), words

@@ -148,7 +148,7 @@ def _source(m, ins, t, c, desc, rows, rbytes):
         m.fail("shared-bounds", ins, f"tcgen05.cp source (descriptor {desc:#018x}) reaches past the "
                f"{m.smem_size - 16} bytes of shared memory")
         raise checks.abort(m, "shared-bounds", ins, "tcgen05.cp source out of shared memory")
-    words = np.unique(addr // 4)
+    words = checks.words_in(addr)
     checks.check_store_source(m, ins, t, c, words, "tcgen05.cp source read (async proxy)")
     raw = np.ascontiguousarray(m.sm[c, addr])                      # (rows, rbytes)
     return raw.view(np.uint32).reshape(rows, rbytes // 4), words

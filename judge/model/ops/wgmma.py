@@ -142,7 +142,7 @@ def mma_async(m, ins):
         if (addr + eb > m.smem_size - 16).any():
             m.fail("shared-bounds", ins, f"wgmma operand {what} (descriptor {desc:#018x}) reaches past shared memory")
             raise checks.abort(m, "shared-bounds", ins, "wgmma operand out of shared memory")
-        words = np.unique(addr // 4)
+        words = checks.words_in(addr)
         checks.check_store_source(m, ins, int(lanes[0]), c, words, f"wgmma operand {what} read (async proxy)")
         raw = m.sm[c, addr[..., None] + np.arange(eb)].copy()
         return raw.view(el)[..., 0].astype(np.float64), words
@@ -230,10 +230,12 @@ def mma_async(m, ins):
 def complete(m, mma, ins):
     """The wgmma `mma` completes: its accumulators are written and its operand reads end."""
     lanes = mma["lanes"]
+    # a warpgroup's lanes are consecutive threads: a slice stores faster than a list of them
+    at = slice(int(lanes[0]), int(lanes[-1]) + 1) if len(lanes) and lanes[-1] - lanes[0] + 1 == len(lanes) else lanes
     for nm in mma["names"] + mma.get("a_names", []):
         pm = m.acc_pending.get(nm)
         if pm is not None:
-            pm[lanes] = False
+            pm[at] = False
             if not pm.any():
                 del m.acc_pending[nm]
     full = np.zeros(m.n, bool)
@@ -243,7 +245,7 @@ def complete(m, mma, ins):
     for i, it in enumerate(mma["items"]):
         reg = m.regs.get(it.name) if it.kind == "reg" else None
         if reg is not None and reg.dtype.itemsize == 4 and reg.dtype != np.bool_:
-            reg[lanes] = res[:, i].view(reg.dtype)     # what m.wr(internal=True) stores, without a full-width copy
+            reg[at] = res[:, i].view(reg.dtype)        # what m.wr(internal=True) stores, without a full-width copy
         else:
             v = np.zeros(m.n, np.float32)
             v[lanes] = res[:, i]
@@ -252,7 +254,7 @@ def complete(m, mma, ins):
             t = m.taint.get(it.name)
             if t is None:
                 t = m.taint[it.name] = np.zeros(m.n, bool)
-            t[lanes] = True
+            t[at] = True
     c = mma["cta"]
     for words in mma["words"]:
         m.bulk_reading[c, words] -= 1
