@@ -2,13 +2,15 @@
 
 Run: python -m pytest tests/grading/test_check_server.py -q
 
-The module asks for the server from the first check (check_server.AFTER = 0). What
-the forked child is, as it sees itself (tests/grading/probes/isolation_probes.py whoami): a session of
-its own, no descriptor but its stdio and channel, this check's environment and directory, fresh random
-state. What the caller sees: the exit status and the kills of a fresh child, a result voided when the
-server dies under a check, a fresh interpreter when a module the server imported changed, the server
-gone with its caller. The verdicts themselves through the server: tests/grading/test_isolation.py and
-test_sandbox.py, whose checks after a worker's first one are served.
+The module asks for the server from the first check (check_server.AFTER = 0) and shares one server
+where it can (a server's start is most of a test's time). What the forked child is, as it sees itself
+(tests/grading/probes/isolation_probes.py whoami): a session of its own, no descriptor but its stdio
+and channel, this check's environment and directory, fresh random state. What the caller sees: the
+exit status and the kills of a fresh child, a result voided when the server dies under a check,
+another server for another import path, a fresh interpreter when a module the server imported
+changed, the server and its checks gone with their caller. The verdicts themselves through the
+server: tests/grading/test_isolation.py and test_sandbox.py, whose checks after a worker's first one
+are served.
 """
 import os
 import subprocess
@@ -137,15 +139,6 @@ def test_checks_from_several_threads_share_one_server():
     assert len({m["pid"] for m in seen}) == 8
 
 
-def test_another_value_of_a_variable_read_while_importing_starts_another_server(monkeypatch):
-    _whoami()
-    old = check_server._server.proc
-    monkeypatch.setenv("HYPOTHESIS_PROBE_SETTING", "1")
-    me = _whoami()
-    assert me["ppid"] == _server_pid() != old.pid
-    assert old.wait(timeout=10) == 0                       # the old one was told to go, and went
-
-
 def test_a_server_that_dies_under_a_check_voids_its_result(tmp_path):
     mark = tmp_path / "child.pid"
     results = []
@@ -165,15 +158,18 @@ def test_a_server_that_dies_under_a_check_voids_its_result(tmp_path):
     assert me["ppid"] == _server_pid() != server.pid
 
 
-def test_a_changed_module_file_sends_the_check_to_a_fresh_interpreter_and_the_next_to_a_new_server(
+def test_another_import_path_starts_another_server_and_a_changed_module_file_a_fresh_interpreter(
         tmp_path, monkeypatch):
+    _whoami()
+    old = check_server._server.proc
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text("PROBE = 1\n")  # imported by every interpreter started with it
-    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setenv("PYTHONPATH", str(site))           # read while importing: another server
     first = _whoami()
     server = check_server._server.proc
-    assert first["ppid"] == server.pid
+    assert first["ppid"] == server.pid != old.pid
+    assert old.wait(timeout=10) == 0                       # the old one was told to go, and went
     (site / "sitecustomize.py").write_text("PROBE = 22\n")
     stale = _whoami()
     assert stale["ppid"] == os.getpid()                    # not forked from code that changed since
@@ -191,21 +187,13 @@ def test_the_first_check_of_a_process_and_judge_check_server_0_start_a_fresh_int
     assert _whoami()["ppid"] == os.getpid()
 
 
-def test_the_server_leaves_with_its_caller():
-    code = ("from judge.grading import check_process as isolate, check_server\n"
-            f"for _ in range(2): isolate.run_function({str(PROBES)!r}, 'python_returns')\n"
-            "print(check_server._server.proc.pid, flush=True)\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=config.ROOT, capture_output=True, text=True,
-                         timeout=120, env=dict(os.environ, PYTHONPATH=str(config.ROOT)))
-    assert out.returncode == 0, out.stderr
-    assert _wait_gone(int(out.stdout.split()[-1])), "the server outlived the process that started it"
-
-
-def test_a_check_whose_caller_died_is_killed_with_what_it_started_and_the_server_leaves(tmp_path):
+def test_the_server_and_a_check_it_runs_leave_with_their_caller(tmp_path):
+    """The caller dies during its second check: the check, what it started and the server go too."""
     pid_file = tmp_path / "sleeper.pid"
     code = ("import os, threading, time\n"
             "from judge.grading import check_process as isolate, check_server\n"
             "check_server.AFTER = 0\n"
+            f"assert isolate.run_function({str(PROBES)!r}, 'python_returns').measurements['value'] == 42\n"
             f"threading.Thread(target=isolate.run_function, args=({str(PROBES)!r}, 'starts_a_sleeper_then_loops'),\n"
             f"                 kwargs=dict(timeout=600, pid_file={str(pid_file)!r}), daemon=True).start()\n"
             f"while not os.path.exists({str(pid_file)!r}): time.sleep(0.05)\n"
