@@ -5,6 +5,7 @@ Run the suite from the checkout: python -m pytest tests -q -n 2   (GPU tests ski
 Every test gets a workspace of its own (the learner's real workspace/ is never touched); the compile
 cache is shared, being keyed by source, options and compiler. `tiny_course` is a course of four files
 in a temporary folder, with judge.config and the record pointed at it, for tests of provenance.
+`shared_gradings` grades a file once for every module that reads it under the same settings (tests/gradings.py).
 
 Every test module runs with two of judge.config's variables set to make a grading cheaper, leaving its verdict
 and message as they are (the chapters' notebooks, collected outside tests/, run with the defaults):
@@ -47,6 +48,15 @@ def _cheaper_gradings():
 def _own_workspace(tmp_path, monkeypatch):
     """No test touches the learner's real workspace/ folder."""
     monkeypatch.setenv("JUDGE_WORKSPACE", str(tmp_path / "workspace"))
+
+
+@pytest.fixture(scope="session")
+def shared_gradings(tmp_path_factory):
+    """Gradings shared by the test modules that read the same file under the same settings (tests/gradings.py),
+    across pytest-xdist's workers: kept beside the workers' own folders of this run."""
+    from tests.gradings import SharedGradings
+    base = tmp_path_factory.getbasetemp()
+    return SharedGradings((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-gradings")
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from judge.gpu import build
 from judge.grading import cpu_flow as flow
-from judge.grading import exercise, grade
+from judge.grading import exercise
 from judge.hw import tma, wgmma
 from judge.grading.grade import Verdict
 
@@ -186,10 +186,11 @@ STORIES = [("wgmma_descriptor", "wrong_layout_codes_reversed.py"), ("wgmma_descr
 
 
 @pytest.fixture(scope="module")
-def graded():
+def graded(shared_gradings):
+    """Each file graded as a learner's is (grade.check), once for every module that reads it (tests/gradings.py)."""
     jobs = [(i, ex.starter_path) for i, ex in EXS.items()] + [(i, EXS[i].fixture_path(n)) for i, n in STORIES]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        results = pool.map(lambda job: grade.check(job[0], job[1], quiet=True), jobs)
+        results = pool.map(lambda job: shared_gradings.check(job[0], job[1]), jobs)
         return {(i, p.name): r for (i, p), r in zip(jobs, results)}
 
 

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from judge.grading import exercise, grade
+from judge.grading import exercise
 from judge.grading.result import Verdict
 
 from tests.checking import graded_here
@@ -39,10 +39,11 @@ def _jobs():
 
 
 @pytest.fixture(scope="module")
-def graded():
+def graded(shared_gradings):
+    """Each file graded as a learner's is (grade.check), once for every module that reads it (tests/gradings.py)."""
     jobs = list(_jobs())
     with ThreadPoolExecutor(max_workers=4) as pool:
-        results = list(pool.map(lambda j: grade.check(j[0], j[1], quiet=True), jobs))
+        results = list(pool.map(lambda j: shared_gradings.check(j[0], j[1]), jobs))
     return {(i, p.name): (want, r) for (i, p, want), r in zip(jobs, results)}
 
 

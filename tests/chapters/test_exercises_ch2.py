@@ -32,11 +32,12 @@ def _files():
 
 
 @pytest.fixture(scope="module")
-def graded():
-    """(exercise id, file name) -> Result, for every solution, starter and fixture."""
+def graded(shared_gradings):
+    """(exercise id, file name) -> Result, for every starter and fixture read below (graded once for every
+    module that reads the file: tests/gradings.py)."""
     jobs = list(_files())
     with ThreadPoolExecutor(max_workers=8) as pool:
-        results = pool.map(lambda job: grade.check(job[0], job[1], quiet=True), jobs)
+        results = pool.map(lambda job: shared_gradings.check(job[0], job[1]), jobs)
         return {(i, p.name): r for (i, p), r in zip(jobs, results)}
 
 

@@ -13,5 +13,5 @@ from test_exercises import cases, check_case
 
 
 @pytest.mark.parametrize("ex,name", cases(kernels=True), ids=lambda x: x if isinstance(x, str) else x.id)
-def test_solution_and_fixtures_get_their_verdicts(ex, name):
-    check_case(ex, name)
+def test_solution_and_fixtures_get_their_verdicts(ex, name, shared_gradings):
+    check_case(ex, name, shared_gradings)

@@ -258,8 +258,8 @@ def cases(kernels: bool) -> list[tuple]:
 
 
 @pytest.mark.parametrize("ex,name", cases(kernels=False), ids=lambda x: x if isinstance(x, str) else x.id)
-def test_solution_and_fixtures_get_their_verdicts(ex, name):
-    check_case(ex, name)
+def test_solution_and_fixtures_get_their_verdicts(ex, name, shared_gradings):
+    check_case(ex, name, shared_gradings)
 
 
 #: the time limit of a Python HANG fixture's calls here, not the default 10 s (JUDGE_TIMEOUT): the same verdict, by the
@@ -267,12 +267,13 @@ def test_solution_and_fixtures_get_their_verdicts(ex, name):
 PYTHON_HANG_TIMEOUT_S = 3.0
 
 
-def check_case(ex, name: str) -> None:
-    """Grade one file of an exercise as a learner's check would, and hold it to its declared verdict."""
+def check_case(ex, name: str, gradings) -> None:
+    """Grade one file of an exercise as a learner's check would (grade.check, once for every module that reads
+    the file: tests/gradings.py), and hold it to its declared verdict."""
     path = ex.solution_path if name == "<solution>" else ex.fixture_path(name)
     want = expected_here(ex, name)
     timeout = PYTHON_HANG_TIMEOUT_S if want == "HANG" and not ex.needs_gpu else None
-    r = grade.check(ex.id, path, quiet=True, timeout=timeout)
+    r = gradings.check(ex.id, path, timeout=timeout)
     assert r.verdict.value == want, str(r)
     if r.verdict == Verdict.SKIP:
         assert any(f"compiled for {ex.target}" in c for c in r.checked), str(r)
