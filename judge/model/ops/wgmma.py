@@ -29,6 +29,14 @@ from judge.model.errors import Unsupported
 from judge.model.registry import op
 
 
+def _span(lanes):
+    """lanes as a slice when they are consecutive threads (a warpgroup's are): indexing a register with it
+    is several times faster than with the list, and wgmma's bookkeeping indexes one per accumulator."""
+    if len(lanes) and lanes[-1] - lanes[0] + 1 == len(lanes):
+        return slice(int(lanes[0]), int(lanes[-1]) + 1)
+    return lanes
+
+
 def _warpgroups(m, ins, mask):
     """The lanes of mask by (block, warpgroup), in the order of each group's first lane."""
     lanes = np.nonzero(mask)[0]
@@ -198,9 +206,10 @@ def mma_async(m, ins):
                 if prev is not None:
                     cur = prev["result"].copy()
                 else:
+                    at, fenced = _span(lanes), m.wg_fence[lanes]
                     for nm in names:
                         w = m.wg_written.get(nm)
-                        if w is not None and (w[lanes] > m.wg_fence[lanes]).any():
+                        if w is not None and (w[at] > fenced).any():
                             m.fail("wgmma-fence", ins, f"accumulator {nm} was written after the last "
                                    f"wgmma.fence of this warpgroup: fence between register writes and wgmma")
                             break
@@ -218,9 +227,12 @@ def mma_async(m, ins):
                   "group": int(m.wg_ncommit[t0]), "words": (wa, wb), "pc": m.cur_pc}
             m.wg_ops.append(mma)
             m.acc_names.update(names)
+            at = _span(lanes)
             for nm in names + a_names:      # accumulators and A's registers: no access until the wait
-                pm = m.acc_pending.setdefault(nm, np.zeros(m.n, bool))
-                pm[lanes] = True
+                pm = m.acc_pending.get(nm)
+                if pm is None:
+                    pm = m.acc_pending[nm] = np.zeros(m.n, bool)
+                pm[at] = True
             m.counts["wgmma"] += 1
             m.counts["wgmma.flops"] += 2 * 64 * n * K
             m.event("wgmma", thread=t0, n=n)
@@ -230,8 +242,7 @@ def mma_async(m, ins):
 def complete(m, mma, ins):
     """The wgmma `mma` completes: its accumulators are written and its operand reads end."""
     lanes = mma["lanes"]
-    # a warpgroup's lanes are consecutive threads: a slice stores faster than a list of them
-    at = slice(int(lanes[0]), int(lanes[-1]) + 1) if len(lanes) and lanes[-1] - lanes[0] + 1 == len(lanes) else lanes
+    at = _span(lanes)
     for nm in mma["names"] + mma.get("a_names", []):
         pm = m.acc_pending.get(nm)
         if pm is not None:
