@@ -37,7 +37,7 @@ its output on one pipe. What makes it the same child:
     the server refuses to serve if a CUDA library is in its memory map after importing.
 
 The first check of a process starts a fresh interpreter as before (a one-shot `course check` pays
-nothing for a server); JUDGE_CHECK_SERVER=0 makes every check do so. A server takes no more requests
+nothing for a server); JUDGE_CHECK_SERVER=0 makes every check do so, and so does any system but Linux. A server takes no more requests
 once its caller closes the control socket (the caller retired it, or died), and exits when the last
 check it forked has ended; a check whose caller closed that run's status socket (the caller died, or
 let it go) is killed with its whole group, as nobody reads its result. Tests:
@@ -197,7 +197,9 @@ def _key(env: dict, cwd: str):
 
 
 def wanted(env: dict) -> bool:
-    return env.get(ENV_VAR, "").strip().lower() not in ("0", "no", "off")
+    """Whether checks may be forked: on Linux (fork, descriptors passed on a SOCK_SEQPACKET socket), unless
+    JUDGE_CHECK_SERVER=0."""
+    return sys.platform.startswith("linux") and env.get(ENV_VAR, "").strip().lower() not in ("0", "no", "off")
 
 
 def spawn(env: dict, cwd: str, chan_w: int) -> ForkedCheck | None:
@@ -257,7 +259,8 @@ def _forget_in_child() -> None:
     _server, _started, _lock, _retired = None, 0, threading.Lock(), []
 
 
-os.register_at_fork(after_in_child=_forget_in_child)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 # ============================================================== the server's side
