@@ -70,7 +70,7 @@ PRELOAD = ("numpy", "ml_dtypes", "hypothesis", "hypothesis.strategies", "hypothe
 PER_CHECK = ("JUDGE_", "PYTEST_")
 ENV_VAR = "JUDGE_CHECK_SERVER"      # 0: every check in a fresh interpreter
 AFTER = 1                           # checks a process runs in fresh interpreters before it starts a server
-READY_S = 120.0                     # a server not ready (its imports done) by then is given up
+READY_S = 120.0                     # a server not ready (its imports done), or not forking, by then is given up
 _MAX_MSG = 1 << 20
 
 
@@ -162,10 +162,12 @@ class _Server:
             theirs.close()
         msg = b""
         if self.alive:
+            status.settimeout(READY_S)             # a fork takes milliseconds: a server that does not answer is stuck
             try:
                 msg = status.recv(256)
             except OSError:
                 msg = b""
+            status.settimeout(None)
         words = msg.decode("ascii", "replace").split()
         if len(words) != 2 or words[0] != "pid":
             self.alive = False           # stale, or gone
