@@ -16,6 +16,11 @@ run (python -m judge.record.hopper_run), which measures the same functions.
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round10  # FP8 on cuBLAS's tiles
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round11  # FP8 turns
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round12  # FP8 GROUP_M
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round13  # FP8 stall ledger
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round14  # epilogue turns
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round15  # epilogue boxes
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round16  # descriptor steps
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py ledger ch05.fp8_promote2 ...
 
 Logs and JSON go to $OUT (explore.json, explore.log); a short table is printed last.
 """
@@ -434,6 +439,159 @@ def round12() -> int:
     return 0
 
 
+def sass_ledger(kid: str, kernel: str, log_dir: Path, regex: bool = False, top: int = 40) -> dict:
+    """ncu's source page for one launch of the counters child `kid`: every SASS instruction of the kernel
+    with its warp-state samples (SourceCounters). The CSV is kept in log_dir; returned: the columns, and the
+    `top` instructions by samples with their share of all samples."""
+    import csv
+    import io
+    from judge.record import counters
+    ncu = counters._ncu() or "ncu"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    rep = log_dir / kid
+    sel = f"regex:{kernel}" if regex else f"regex:^{kernel}$"
+    cmd = [ncu, "--target-processes", "all", "-k", sel, "-c", "1", "--clock-control", "none",
+           "--section", "SourceCounters", "--section", "WarpStateStats", "--import-source", "no",
+           "-f", "-o", str(rep), sys.executable, "-m", "judge.record.counters", "--run", kid]
+    rc, out = counters._run(cmd, 300, env)
+    check = [ln for ln in out.splitlines() if ln.startswith("COUNTERS-CHECK:")]
+    page = subprocess.run([ncu, "-i", f"{rep}.ncu-rep", "--page", "source", "--csv", "--print-source", "sass"],
+                          capture_output=True, text=True, timeout=300)
+    (log_dir / f"{kid}_sass.csv").write_text(page.stdout + page.stderr)
+    lines = [ln for ln in page.stdout.splitlines() if ln.startswith('"')]
+    if not lines:
+        return {"rc": rc, "check": check, "error": (out + page.stderr)[-1500:]}
+    rows = [r for r in csv.reader(io.StringIO("\n".join(lines))) if r and r[0] != "Kernel Name"]
+    head, body = rows[0], rows[1:]
+    col = next((i for i, h in enumerate(head) if "Sampling" in h and "All" in h), None)
+    if col is None:
+        col = next((i for i, h in enumerate(head) if "Sampling" in h), None)
+    src = next((i for i, h in enumerate(head) if h.strip() == "Source"), 1)
+    if col is None:
+        return {"rc": rc, "check": check, "columns": head}
+
+    def num(x):
+        try:
+            return float(x.replace(",", ""))
+        except ValueError:
+            return 0.0
+    total = sum(num(r[col]) for r in body if len(r) > col) or 1.0
+    ranked = sorted((r for r in body if len(r) > col), key=lambda r: -num(r[col]))[:top]
+    return {"rc": rc, "check": check, "columns": head, "total samples": total,
+            "top": [{"pc": r[0], "sass": r[src][:90], "share": num(r[col]) / total,
+                     **{h: r[i] for i, h in enumerate(head) if "stall" in h.lower() and r[i] not in ("0", "")}}
+                    for r in ranked]}
+
+
+def round13() -> int:
+    """The thirteenth call: where gemm_fp8.cu's time goes against cuBLAS's. (1) ncu's per-instruction warp
+    samples (sass_ledger) for the plain kernel, PROMOTE=2 and cuBLAS's promoting and fast kernels at 4096^3;
+    (2) each of the plain kernel and PROMOTE=2 timed with its epilogue done twice (same data, same output,
+    so still checked), interleaved with the kernels as they are and torch._scaled_mm: the difference is what
+    one epilogue costs."""
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    t0 = time.time()
+    res = {"smi": [smi()]}
+    log_dir = OUT / "ledger"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    res["ledger"] = {}
+    for kid, kernel, regex in (("ch05.fp8_promote0", "gemm_fp8", False), ("ch05.fp8_promote2", "gemm_fp8", False),
+                               ("ch05.cublas_fp8_default", "nvjet|sm90", True),
+                               ("ch05.cublas_fp8_fast", "nvjet|sm90", True)):
+        r = sass_ledger(kid, kernel, log_dir, regex)
+        res["ledger"][kid] = r
+        say(f"LEDGER {kid}: rc {r.get('rc')} {r.get('check')} samples {r.get('total samples')} {r.get('error', '')}")
+        say("   columns: " + " | ".join(r.get("columns", [])[:40]))
+        for x in r.get("top", [])[:30]:
+            say(f"   {x['pc']:>6s} {x['share']:6.3f} {x['sass']}")
+        (OUT / "round13.json").write_text(json.dumps(res, indent=1, default=str))
+    say(f"ledgers {time.time() - t0:.0f}s")
+    loop = "#pragma unroll\n      for (int h = 0; h < BN / 128; ++h) {"
+    twice = [(loop, "for (int rep = 0; rep < 2; ++rep)\n" + loop)]
+    builds = {"kernel": (fp8.wgmma_fp8_build(0), 0), "kernel epi2": (fp8.edited_build(twice), 0),
+              "promote2": (fp8.wgmma_fp8_build(2), 2),
+              "promote2 epi2": (fp8.edited_build(twice, defines={"PROMOTE": 2}), 2)}
+    if not _fp8_against_cublas(fp8, builds, res, "round13.json"):
+        return 1
+    res["smi"].append(smi())
+    (OUT / "round13.json").write_text(json.dumps(res, indent=1, default=str))
+    say(res["smi"], f"{time.time() - t0:.0f}s")
+    return 0
+
+
+def round14() -> int:
+    """The fourteenth call: gemm_fp8.cu's epilogue turns (EPI_TURNS=1, the consumers' epilogues one after the
+    other, each under the other's wgmma) against EPI_TURNS=0 (both at once), for the plain kernel, PROMOTE=2
+    and PROMOTE=1, interleaved with torch._scaled_mm's two paths at 4096^3 and 8192^3, twice."""
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    t0 = time.time()
+    off = {"EPI_TURNS": 0}
+    builds = {"kernel": (fp8.wgmma_fp8_build(0), 0), "kernel no turns": (fp8.edited_build(defines=off), 0),
+              "promote2": (fp8.wgmma_fp8_build(2), 2),
+              "promote2 no turns": (fp8.edited_build(defines={**off, "PROMOTE": 2}), 2),
+              "promote1": (fp8.wgmma_fp8_build(1), 1),
+              "promote1 no turns": (fp8.edited_build(defines={**off, "PROMOTE": 1}), 1)}
+    res = {"smi": [smi()]}
+    for key in ("{n}", "{n} again"):
+        if not _fp8_against_cublas(fp8, builds, res, "round14.json", key=key):
+            return 1
+    res["smi"].append(smi())
+    (OUT / "round14.json").write_text(json.dumps(res, indent=1, default=str))
+    say(res["smi"], f"{time.time() - t0:.0f}s")
+    return 0
+
+
+def round15() -> int:
+    """The fifteenth call: gemm_fp8.cu's epilogue in 64 x 64 boxes (explore_fp8_boxes.patch: each box stored as
+    soon as it is written, two 8 KiB buffers per consumer) against the epilogue in 64 x 128 halves, for the
+    plain kernel, PROMOTE=2 and PROMOTE=1 (with its epilogue turns), interleaved with torch._scaled_mm's two
+    paths at 4096^3 and 8192^3, twice."""
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    t0 = time.time()
+    box = "explore_fp8_boxes.patch"
+    builds = {"kernel": (fp8.wgmma_fp8_build(0), 0), "kernel boxes": (fp8.edited_build(patch=box), 0),
+              "promote2": (fp8.wgmma_fp8_build(2), 2),
+              "promote2 boxes": (fp8.edited_build(patch=box, defines={"PROMOTE": 2}), 2),
+              "promote1": (fp8.wgmma_fp8_build(1), 1),
+              "promote1 boxes": (fp8.edited_build(patch=box, defines={"PROMOTE": 1}), 1)}
+    res = {"smi": [smi()]}
+    for key in ("{n}", "{n} again"):
+        if not _fp8_against_cublas(fp8, builds, res, "round15.json", key=key):
+            return 1
+    res["smi"].append(smi())
+    (OUT / "round15.json").write_text(json.dumps(res, indent=1, default=str))
+    say(res["smi"], f"{time.time() - t0:.0f}s")
+    return 0
+
+
+def round16() -> int:
+    """The sixteenth call: gemm_fp8.cu with DESC_STEP=1 (a k32 step's descriptor made by adding 2 to the low word
+    of the slice's first) against DESC_STEP=0 (each descriptor built anew from its address, as before), for
+    the plain kernel, PROMOTE=2 and PROMOTE=1, interleaved with torch._scaled_mm's two paths at 4096^3 and
+    8192^3, twice. The ledger (round13, ledger) showed PROMOTE=2's consumers waiting on the uniform datapath
+    between their QGMMAs, where cuBLAS's add one number."""
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    t0 = time.time()
+    off = {"DESC_STEP": 0}
+    builds = {"kernel": (fp8.wgmma_fp8_build(0), 0), "kernel anew": (fp8.edited_build(defines=off), 0),
+              "promote2": (fp8.wgmma_fp8_build(2), 2),
+              "promote2 anew": (fp8.edited_build(defines={**off, "PROMOTE": 2}), 2),
+              "promote1": (fp8.wgmma_fp8_build(1), 1),
+              "promote1 anew": (fp8.edited_build(defines={**off, "PROMOTE": 1}), 1)}
+    res = {"smi": [smi()]}
+    for key in ("{n}", "{n} again"):
+        if not _fp8_against_cublas(fp8, builds, res, "round16.json", key=key):
+            return 1
+    res["smi"].append(smi())
+    (OUT / "round16.json").write_text(json.dumps(res, indent=1, default=str))
+    say(res["smi"], f"{time.time() - t0:.0f}s")
+    return 0
+
+
 def round4() -> int:
     """The fourth call: rung 10 (gemm_10_stream_k.cu, a stream-K tail on rung 8) launched repeatedly and
     checked, then timed against rung 8 and cuBLAS bf16 at 4096^3 and 8192^3 (both orders) and on
@@ -541,6 +699,22 @@ def main() -> int:
         return round11()
     if sys.argv[1:2] == ["round12"]:
         return round12()
+    if sys.argv[1:2] == ["round13"]:
+        return round13()
+    if sys.argv[1:2] == ["round14"]:
+        return round14()
+    if sys.argv[1:2] == ["round15"]:
+        return round15()
+    if sys.argv[1:2] == ["round16"]:
+        return round16()
+    if sys.argv[1:2] == ["ledger"]:              # sass_ledger for each counters child named
+        (OUT / "ledger").mkdir(parents=True, exist_ok=True)
+        for kid in sys.argv[2:]:
+            lib = "cublas" in kid
+            r = sass_ledger(kid, "nvjet|sm90" if lib else "gemm_fp8", OUT / "ledger", lib)
+            say(f"LEDGER {kid}: rc {r.get('rc')} {r.get('check')}")
+            (OUT / "ledger" / f"{kid}.ncu-rep").unlink(missing_ok=True)
+        return 0
     if sys.argv[1:2] == ["round8"]:
         return round8()
     if sys.argv[1:2] == ["round5"]:

@@ -70,6 +70,9 @@
 #if FINE && !PROMOTE
 #error "FINE=1 needs PROMOTE=1: fine-grained scales change along K, so they are applied per slice at promotion"
 #endif
+#ifndef EPI_TURNS
+#define EPI_TURNS (PROMOTE == 1)   // 1: the two consumers run their epilogues in turns (below); 0: both at once
+#endif
 #ifndef CLUSTER
 // Blocks sharing B by multicast: each loads half of B's slice into both (chapters/04_wgmma rung 7).
 // Measured on the H200 (explore_h200.py round7 cluster, 2026-12-02, one interleaved run): the plain
@@ -113,15 +116,32 @@
 static_assert(BM == SCALE_ROWS && BN % SCALE_ROWS == 0, "tiles must line up with the 128-row scale blocks");
 static_assert(BK == 128, "one 128-byte swizzled row of E4M3 is 128 elements");
 
+#ifndef DESC_STEP
+#define DESC_STEP 1     // 1: step the descriptors by adding to their address field (below); 0: build each anew
+#endif
+// A k32 step's descriptor differs from the slice's first only in its start address, 32 bytes on:
+// +2 in the field's 16-byte units. Building each anew from the address costs a mask, a shift, an OR and a
+// move on the uniform datapath per operand, in a chain the next wgmma waits for; adding 2 to the low word
+// costs one add (what cuBLAS's FP8 kernels do between their QGMMAs, by their SASS under ncu).
+// RULE (PTX ISA, matrix descriptor): bits 0-13 hold (address & 0x3FFFF) >> 4; the add must not carry out
+// of them. A shared-memory address is below 228 KiB, so the field stays below 14592 + 6 < 2^14.
+// The two words are put together by mov.b64, so the compiler sees a 32-bit add on the low one.
+__device__ __forceinline__ unsigned long long desc_step(unsigned long long d, unsigned units16) {
+  unsigned long long out;
+  asm("mov.b64 %0, {%1, %2};" : "=l"(out) : "r"((unsigned)d + units16), "r"((unsigned)(d >> 32)));
+  return out;
+}
+
 // One slice of K for one consumer: four k32 wgmma on the 64 rows of A at `a` and the BN rows of B
 // at `b`. The first starts from d (scale_first = 1) or from zero (0); the others accumulate.
 template <int R>
 __device__ __forceinline__ void mma_slice(float (&d)[R], const unsigned char* a, const unsigned char* b,
                                           int scale_first) {
+  const unsigned long long da = wg::desc_kmajor<BK>(a), db = wg::desc_kmajor<BK>(b);
 #pragma unroll
   for (int k = 0; k < BK / 32; ++k)                // four k32 steps of 32 bytes each
-    wg::mma_k32_e4m3(d, wg::desc_kmajor<BK>(a + k * 32), wg::desc_kmajor<BK>(b + k * 32),
-                     k == 0 ? scale_first : 1);
+    wg::mma_k32_e4m3(d, DESC_STEP ? desc_step(da, 2 * k) : wg::desc_kmajor<BK>(a + k * 32),
+                     DESC_STEP ? desc_step(db, 2 * k) : wg::desc_kmajor<BK>(b + k * 32), k == 0 ? scale_first : 1);
 }
 
 // PROMOTE=2: half H of the tile (columns 128 H .. 128 H + 127) += p, a 64 x 128 partial; FINE: times the
@@ -144,6 +164,37 @@ __device__ __forceinline__ void add_into(float (&acc)[BN / 2], const float (&p)[
 __device__ __forceinline__ void add_scaled(float (&acc)[BN / 2], const float (&p)[BN / 2], float s0, float s1) {
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) acc[i] = fmaf(p[i], ((i >> 1) & 1) ? s1 : s0, acc[i]);
+}
+
+// Epilogue turns (EPI_TURNS=1, PROMOTE=1's default). The two consumers share every slice, so they
+// finish a tile together; if both then run their epilogue, the tensor cores idle for its length.
+// Measured on the H200 (explore_h200.py round13, 2026-12-02): running each epilogue twice cost the plain
+// kernel 6.4 % at 4096^3 and 3.1 % at 8192^3, and PROMOTE=2 9.2 % and 5.2 %. With turns (consumer c
+// waits on named barrier BAR_EPI + c), consumer 1 runs tile j's epilogue only after consumer 0 has
+// issued its own, and consumer 0 runs tile j + 1's only after consumer 1 has issued tile j's: after the
+// first tile consumer 1 trails by one epilogue, and each epilogue runs under the other's wgmma, as far
+// as the ring lets the consumer in front run ahead (a slot is refilled only when both have read it).
+// Measured (round14, two interleaved runs, of the _scaled_mm path each is judged against, 4096^3 /
+// 8192^3): PROMOTE=1 (128 x 128 tiles, 6 stages of 32 KiB) gained, 0.907-0.910 -> 0.924-0.927 and
+// 0.830-0.833 -> 0.853-0.861; the 128 x 256 kernels (4 stages of 48 KiB) lost, the plain one 0.975-0.977
+// -> 0.963-0.967 and 0.983 -> 0.982, PROMOTE=2 0.988-0.991 -> 0.942-0.944 and 0.951-0.953 -> 0.928: there
+// the one in front is stopped by the ring after about two slices, and PROMOTE=2's consumer alone leaves
+// the tensor cores idle while it adds. An epilogue stored in 64 x 64 boxes through two buffers
+// (explore_fp8_boxes.patch, round15) did not pay either: within 0.4 % on the 128 x 256 kernels, 2 % slower
+// on PROMOTE=1.
+// RULE (PTX ISA, bar/barrier): a named barrier completes when `count` threads have arrived, those that
+// bar.sync (and wait) and those that bar.arrive (and go on); 128 wait + 128 arrive make the 256. Every
+// arrival is matched by a wait, so none is left half-arrived when the block exits: consumer 0 gives
+// its turn after every epilogue and consumer 1 waits before every one; consumer 1 gives its turn only
+// when a tile follows, and consumer 0 waits only when a tile came before. An id is never reused before
+// its wait: consumer 0's next arrival on BAR_EPI + 1 comes after its own wait on BAR_EPI, which follows
+// consumer 1's wait on BAR_EPI + 1.
+#define BAR_EPI 5       // named barriers 5 and 6 (0 is __syncthreads, 1 and 2 each consumer's own)
+__device__ __forceinline__ void turn_wait(int id) {
+  asm volatile("bar.sync %0, 256;" :: "r"(id) : "memory");
+}
+__device__ __forceinline__ void turn_give(int id) {
+  asm volatile("bar.arrive %0, 256;" :: "r"(id) : "memory");
 }
 
 // Tile t -> (tile row, tile column), GROUP_M tile-rows at a time, column by column.
@@ -352,6 +403,7 @@ gemm_fp8(const __grid_constant__ TensorMap mapA, const __grid_constant__ TensorM
       // FINE: scaled at promotion already. A block past M (the cluster's second, at the bottom edge)
       // has no scale: its rows are clipped by the store.
       const float sa = FINE || m0 >= M ? 1.f : scale_a[m0 / SCALE_ROWS];
+      if (EPI_TURNS && (c == 1 || t != cluster_id)) turn_wait(BAR_EPI + c);   // the other's epilogue is issued
 #pragma unroll
       for (int h = 0; h < BN / 128; ++h) {
         const int nb = n0 + h * 128;                 // a half past N is clipped by the store
@@ -380,6 +432,7 @@ gemm_fp8(const __grid_constant__ TensorMap mapA, const __grid_constant__ TensorM
           tma::commit();
         }
       }
+      if (EPI_TURNS && (c == 0 || t + clusters < tiles)) turn_give(BAR_EPI + 1 - c);   // the other's turn
     }
     if (t128 == 0) tma::wait_all<0>();               // shared memory outlives the stores' reads
   }

@@ -153,6 +153,33 @@ def test_a_slot_released_in_one_block_only_leaves_the_cluster_waiting_on_the_mod
         fp8.model_check(200, 264, 784, build=b)
 
 
+def test_promote1s_epilogue_turns_match_float64_over_several_tiles_and_a_first_wait_hangs_on_the_model():
+    # PROMOTE=1 runs its consumers' epilogues in turns (named barriers 5 and 6): 200 x 776 gives each of the
+    # model's two blocks four tiles. A consumer 0 that waits for its turn before its FIRST epilogue too
+    # waits for an arrival consumer 1 never makes.
+    pytest.importorskip("ml_dtypes")
+    from judge.model.errors import Hang
+    assert "bar.sync" in fp8.wgmma_fp8_build(1).ptx and "bar.arrive" in fp8.wgmma_fp8_build(1).ptx
+    assert fp8.model_check(200, 776, 272, promote=1).ok
+    b = fp8.edited_build([("(c == 1 || t != cluster_id)", "(true)")], defines={"PROMOTE": 1})
+    with pytest.raises(Hang, match="barrier 5"):
+        fp8.model_check(200, 776, 272, promote=1, build=b)
+
+
+@pytest.mark.parametrize("promote", [0, 1, 2])
+def test_a_k32_steps_descriptor_is_one_add_on_the_slices_first(promote):
+    # DESC_STEP: a descriptor is built from an address (the mask & 0x3FFFF on the uniform datapath) once per
+    # operand and slice (PROMOTE=2: and half), not once per QGMMA as with DESC_STEP=0
+    def built(b):
+        sass = b.sass_of("gemm_fp8")
+        return sass.count("0x3fff0"), len(re.findall(r"\bQGMMA\b", sass))
+    stepped, n = built(fp8.wgmma_fp8_build(promote))
+    anew, n0 = built(fp8.edited_build(defines={"PROMOTE": promote, "DESC_STEP": 0}))
+    # anew: B's per QGMMA, A's too (PROMOTE=2's two halves share theirs)
+    assert n == n0 and anew >= 1.5 * n, (anew, n)
+    assert stepped <= anew // 4 + (promote == 2), (stepped, anew)   # once per four k32 steps
+
+
 def test_the_turns_exploration_matches_float64_and_its_unmatched_signal_hangs_on_the_model():
     # explore_fp8_turns.patch: the consumers alternate through named barriers; consumer 1 does not signal
     # after its last half. A consumer 0 that waits before its first half too waits for a signal never sent.
@@ -237,7 +264,8 @@ def test_the_why_of_promote2_rests_on_the_recorded_counters():
     assert notes.fp8_why(swapped).count("do NOT support") == 2        # the tile claim, at both sizes
 
 
-@pytest.mark.parametrize("patch", ["explore_fp8_a_regs.patch", "explore_fp8_part192.patch", "explore_fp8_turns.patch"])
+@pytest.mark.parametrize("patch", ["explore_fp8_a_regs.patch", "explore_fp8_part192.patch", "explore_fp8_turns.patch",
+                                   "explore_fp8_boxes.patch"])
 def test_the_exploration_patches_still_apply_to_the_kernel(patch):
     # explore_h200.py builds them from gemm_fp8.cu as it is; a kernel edit that breaks one says so here
     assert fp8.edited_source(patch=patch) != fp8._fp8_source().read_text()
