@@ -20,6 +20,7 @@ run (python -m judge.record.hopper_run), which measures the same functions.
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round14  # epilogue turns
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round15  # epilogue boxes
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round16  # descriptor steps
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round17  # bf16 steps
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py ledger ch05.fp8_promote2 ...
 
 Logs and JSON go to $OUT (explore.json, explore.log); a short table is printed last.
@@ -592,6 +593,60 @@ def round16() -> int:
     return 0
 
 
+STEP = ("__device__ __forceinline__ unsigned long long desc_step(unsigned long long d, unsigned units16) {\n"
+        "  unsigned long long out;\n"
+        "  asm(\"mov.b64 %0, {%1, %2};\" : \"=l\"(out) : \"r\"((unsigned)d + units16), \"r\"((unsigned)(d >> 32)));\n"
+        "  return out;\n}\n")
+#: rung -> (the k16 step's descriptors as the rung builds them, the same stepped from the slice's first)
+STEPPED = {
+    TOP: ("wg::mma_k16(acc, wg::desc_kmajor<BK * 2>(sA + s * A_BYTES + c * 64 * BK * 2 + k * 32),\n"
+          "                      wg::desc_kmajor<BK * 2>(sB + s * B_BYTES + k * 32), 1);",
+          "wg::mma_k16(acc, desc_step(wg::desc_kmajor<BK * 2>(sA + s * A_BYTES + c * 64 * BK * 2), 2 * k),\n"
+          "                      desc_step(wg::desc_kmajor<BK * 2>(sB + s * B_BYTES), 2 * k), 1);"),
+    PP: ("wg::mma_k16(acc[f], wg::desc_kmajor<BK * 2>(sA + s * A_BYTES + f * 64 * BK * 2 + k * 32),\n"
+         "                        wg::desc_kmajor<BK * 2>(sB + s * B_BYTES + k * 32), 1);",
+         "wg::mma_k16(acc[f], desc_step(wg::desc_kmajor<BK * 2>(sA + s * A_BYTES + f * 64 * BK * 2), 2 * k),\n"
+         "                        desc_step(wg::desc_kmajor<BK * 2>(sB + s * B_BYTES), 2 * k), 1);"),
+}
+
+
+def stepped_build(ladder, name: str):
+    """Rung `name` with its k16 descriptors stepped by one add (gemm_fp8.cu's DESC_STEP), built from its text
+    edited in memory (the helper put before the first kernel)."""
+    from judge.gpu import build as _b
+    r = ladder.rung(name)
+    path = HERE / r["file"]
+    text = path.read_text()
+    old, new = STEPPED[name]
+    if text.count(old) != 1:
+        raise ValueError(f"{path.name}: the descriptor lines to step were not found once")
+    text = text.replace(old, new)
+    at = text.index("extern \"C\" __global__")
+    text = text[:at] + STEP + "\n" + text[at:]
+    return _b.compile(_b.inline_headers(text, path), target="sm_90a", defines=r["defines"] or None, name=path.name)
+
+
+def round17() -> int:
+    """The seventeenth call: rungs 8 and 9 (bf16) with their k16 descriptors stepped by one add, as gemm_fp8.cu
+    now does (round16: PROMOTE=2 +1.5 % at both sizes), checked, then timed against the rungs as they are and
+    cuBLAS in both orders at 4096^3 and 8192^3."""
+    import ladder
+    t0 = time.time()
+    res = {"smi": [smi()]}
+    builds = {f"{name}, stepped": stepped_build(ladder, name) for name in (TOP, PP)}
+    for name in (TOP, PP):
+        ladder.VARIANTS.append({**ladder.rung(name), "name": f"{name}, stepped"})
+    plain_build = ladder.build_rung
+    ladder.build_rung = lambda name, **kw: builds[name] if name in builds else plain_build(name, **kw)
+    for name in builds:
+        cmp = ladder.check_rung(name, 4096, 4096, 4096)
+        say(f"CHECK {name}: {'ok' if cmp.ok else 'WRONG'} {cmp.rel_err:.2e}")
+        if not cmp.ok:
+            return 1
+    both_orders(ladder, [TOP, f"{TOP}, stepped", PP, f"{PP}, stepped"], res, "round17.json", t0)
+    return 0
+
+
 def round4() -> int:
     """The fourth call: rung 10 (gemm_10_stream_k.cu, a stream-K tail on rung 8) launched repeatedly and
     checked, then timed against rung 8 and cuBLAS bf16 at 4096^3 and 8192^3 (both orders) and on
@@ -707,6 +762,8 @@ def main() -> int:
         return round15()
     if sys.argv[1:2] == ["round16"]:
         return round16()
+    if sys.argv[1:2] == ["round17"]:
+        return round17()
     if sys.argv[1:2] == ["ledger"]:              # sass_ledger for each counters child named
         (OUT / "ledger").mkdir(parents=True, exist_ok=True)
         for kid in sys.argv[2:]:

@@ -25,8 +25,9 @@
 // half of the 128-register sum before the next half starts: 192 registers instead of PROMOTE=1's
 // three arrays. A warpgroup has nothing in flight while it adds, and it does not need to: the other
 // consumer's wgmma keep the tensor cores busy, so the two warpgroups take turns. Measured on the H200
-// against torch._scaled_mm's promoting path, interleaved: 0.98 to 0.995 at 4096^3 and 0.93 to 0.96 at
-// 8192^3 in three runs, where PROMOTE=1 ran 0.90 to 0.93 and 0.84 to 0.90 (the record keeps its own run).
+// against torch._scaled_mm's promoting path, interleaved (explore_h200.py round16, 2026-12-02, two runs):
+// 1.008 to 1.011 at 4096^3 and 0.966 to 0.968 at 8192^3, where PROMOTE=1 ran 0.948 to 0.949 and 0.847 to
+// 0.849 (the record keeps its own run).
 //
 // FINE=1 (with PROMOTE=1 or 2): the scales of fine-grained FP8 recipes, applied at that promotion step.
 //   scale_a: one per row of A and 128-wide block of K ("1 x 128", per token), stored block-major:
@@ -123,6 +124,11 @@ static_assert(BK == 128, "one 128-byte swizzled row of E4M3 is 128 elements");
 // +2 in the field's 16-byte units. Building each anew from the address costs a mask, a shift, an OR and a
 // move on the uniform datapath per operand, in a chain the next wgmma waits for; adding 2 to the low word
 // costs one add (what cuBLAS's FP8 kernels do between their QGMMAs, by their SASS under ncu).
+// Measured on the H200: Nsight Compute's per-instruction warp samples (explore_h200.py round13 and
+// ledger, 2026-12-02) put PROMOTE=2's consumers waiting on that chain before their QGMMAs; stepped
+// (round16, two interleaved runs, of the _scaled_mm path each is judged against, 4096^3 / 8192^3):
+// PROMOTE=2 0.992-0.995 -> 1.008-1.011 and 0.951-0.954 -> 0.966-0.968, the plain kernel 0.973-0.979 ->
+// 0.975-0.980 and 0.984 -> 0.986-0.988, PROMOTE=1 0.930-0.931 -> 0.948-0.949 and 0.854-0.856 -> 0.847-0.849.
 // RULE (PTX ISA, matrix descriptor): bits 0-13 hold (address & 0x3FFFF) >> 4; the add must not carry out
 // of them. A shared-memory address is below 228 KiB, so the field stays below 14592 + 6 < 2^14.
 // The two words are put together by mov.b64, so the compiler sees a 32-bit add on the low one.
