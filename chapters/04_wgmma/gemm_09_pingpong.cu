@@ -88,6 +88,18 @@ __device__ __forceinline__ void release(unsigned long long* empty_slot) {
   }
 }
 
+// A k16 step's descriptor is the slice's first with its address field moved on by 32 bytes (+2 in the
+// field's 16-byte units), made with one 32-bit add (chapters/04_wgmma/gemm_fp8.cu: DESC_STEP, which
+// says why, and the RULE that keeps the add inside bits 0-13). Each consumer here issues its slice's
+// eight wgmma alone, so what sits between two of them is on its critical path. Measured on the H200
+// (explore_h200.py round17, 2026-12-02, both orders, of cuBLAS bf16): 0.848 / 0.893 -> 0.869 / 0.913 at
+// 4096^3 and 0.834 -> 0.863 / 0.864 at 8192^3; rung 8, whose two consumers issue together, did not move.
+__device__ __forceinline__ unsigned long long desc_step(unsigned long long d, unsigned units16) {
+  unsigned long long out;
+  asm("mov.b64 %0, {%1, %2};" : "=l"(out) : "r"((unsigned)d + units16), "r"((unsigned)(d >> 32)));
+  return out;
+}
+
 // Ordered turns between the two consumers. RULE (PTX ISA, bar/barrier): a named barrier completes
 // when `count` threads have arrived, counting those that bar.sync (and wait) and those that
 // bar.arrive (and go on); count is a multiple of 32, the same in every thread that uses the id.
@@ -181,8 +193,8 @@ gemm_pingpong(const __grid_constant__ TensorMap mapA, const __grid_constant__ Te
         for (int k = 0; k < BK / 16; ++k)
 #pragma unroll
           for (int f = 0; f < MH; ++f)              // rows 64 f .. 64 f + 63 of the tile, the same B
-            wg::mma_k16(acc[f], wg::desc_kmajor<BK * 2>(sA + s * A_BYTES + f * 64 * BK * 2 + k * 32),
-                        wg::desc_kmajor<BK * 2>(sB + s * B_BYTES + k * 32), 1);
+            wg::mma_k16(acc[f], desc_step(wg::desc_kmajor<BK * 2>(sA + s * A_BYTES + f * 64 * BK * 2), 2 * k),
+                        desc_step(wg::desc_kmajor<BK * 2>(sB + s * B_BYTES), 2 * k), 1);
         wg::commit();
         // Release a slot only when the wgmma that read it have finished.
         wg::wait<RELEASE_LAG>();

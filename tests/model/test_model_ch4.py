@@ -10,6 +10,7 @@ mistakes the chapter warns about are caught by name.
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import ml_dtypes
@@ -187,3 +188,15 @@ def test_a_ping_pong_without_the_mainloop_turn_is_caught():
     # the kernel as it is, on the same shape, passes
     C, ref, rep = run_rung("ping-pong", M=512, N=256, K=768)
     assert bf16_ok(C, ref)
+
+
+def test_ping_pong_steps_its_descriptors_and_a_step_of_one_16_byte_unit_is_wrong():
+    # rung 9 builds each operand's descriptor once per slice (the mask & 0x3FFFF) and moves it 32 bytes per
+    # k16 step with one add of 2 units; a step of 1 unit (16 bytes) reads half a k16 step off: wrong on the model
+    src = (CH4 / "gemm_09_pingpong.cu").read_text()
+    sass = L.build_rung("ping-pong").sass_of("gemm_pingpong")
+    assert sass.count("0x3fff0") <= 4 and len(re.findall(r"\bHGMMA\b", sass)) == 8, sass.count("0x3fff0")
+    half = src.replace("f * 64 * BK * 2), 2 * k)", "f * 64 * BK * 2), 1 * k)")
+    assert half != src
+    C, ref, rep = run_rung("ping-pong", b=build.compile(half, name="gemm_09_half_step.cu"))
+    assert not bf16_ok(C, ref)
