@@ -521,27 +521,35 @@ def round13() -> int:
     return 0
 
 
-def round14() -> int:
-    """The fourteenth call: gemm_fp8.cu's epilogue turns (EPI_TURNS=1, the consumers' epilogues one after the
-    other, each under the other's wgmma) against EPI_TURNS=0 (both at once), for the plain kernel, PROMOTE=2
-    and PROMOTE=1, interleaved with torch._scaled_mm's two paths at 4096^3 and 8192^3, twice."""
+def _fp8_changed(file: str, label: str, defines: dict | None = None, patch: str | None = None) -> int:
+    """gemm_fp8.cu's plain kernel, PROMOTE=2 and PROMOTE=1 as they are and each changed one way (`defines` and
+    `patch`, named "<kernel> <label>"), interleaved with torch._scaled_mm's two paths at 4096^3 and 8192^3,
+    twice; res into OUT/file. 0, or 1 when a check before timing failed."""
     sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
     import fp8
     t0 = time.time()
-    off = {"EPI_TURNS": 0}
-    builds = {"kernel": (fp8.wgmma_fp8_build(0), 0), "kernel no turns": (fp8.edited_build(defines=off), 0),
-              "promote2": (fp8.wgmma_fp8_build(2), 2),
-              "promote2 no turns": (fp8.edited_build(defines={**off, "PROMOTE": 2}), 2),
-              "promote1": (fp8.wgmma_fp8_build(1), 1),
-              "promote1 no turns": (fp8.edited_build(defines={**off, "PROMOTE": 1}), 1)}
+    builds = {}
+    for name, level in (("kernel", 0), ("promote2", 2), ("promote1", 1)):
+        builds[name] = (fp8.wgmma_fp8_build(level), level)
+        changed = {**(defines or {}), **({"PROMOTE": level} if level else {})}
+        builds[f"{name} {label}"] = (fp8.edited_build(patch=patch, defines=changed or None), level)
     res = {"smi": [smi()]}
     for key in ("{n}", "{n} again"):
-        if not _fp8_against_cublas(fp8, builds, res, "round14.json", key=key):
+        if not _fp8_against_cublas(fp8, builds, res, file, key=key):
             return 1
     res["smi"].append(smi())
-    (OUT / "round14.json").write_text(json.dumps(res, indent=1, default=str))
+    (OUT / file).write_text(json.dumps(res, indent=1, default=str))
     say(res["smi"], f"{time.time() - t0:.0f}s")
     return 0
+
+
+def round14() -> int:
+    """The fourteenth call: gemm_fp8.cu's epilogue turns (EPI_TURNS=1, the consumers' epilogues one after the
+    other, each under the other's wgmma) against EPI_TURNS=0 (both at once), for the plain kernel, PROMOTE=2
+    and PROMOTE=1, interleaved with torch._scaled_mm's two paths at 4096^3 and 8192^3, twice (run when every
+    variant defaulted to EPI_TURNS=1; since then only PROMOTE=1 does, so the "no turns" builds of the
+    others are the kernels as they are)."""
+    return _fp8_changed("round14.json", "no turns", defines={"EPI_TURNS": 0})
 
 
 def round15() -> int:
@@ -549,23 +557,7 @@ def round15() -> int:
     soon as it is written, two 8 KiB buffers per consumer) against the epilogue in 64 x 128 halves, for the
     plain kernel, PROMOTE=2 and PROMOTE=1 (with its epilogue turns), interleaved with torch._scaled_mm's two
     paths at 4096^3 and 8192^3, twice."""
-    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
-    import fp8
-    t0 = time.time()
-    box = "explore_fp8_boxes.patch"
-    builds = {"kernel": (fp8.wgmma_fp8_build(0), 0), "kernel boxes": (fp8.edited_build(patch=box), 0),
-              "promote2": (fp8.wgmma_fp8_build(2), 2),
-              "promote2 boxes": (fp8.edited_build(patch=box, defines={"PROMOTE": 2}), 2),
-              "promote1": (fp8.wgmma_fp8_build(1), 1),
-              "promote1 boxes": (fp8.edited_build(patch=box, defines={"PROMOTE": 1}), 1)}
-    res = {"smi": [smi()]}
-    for key in ("{n}", "{n} again"):
-        if not _fp8_against_cublas(fp8, builds, res, "round15.json", key=key):
-            return 1
-    res["smi"].append(smi())
-    (OUT / "round15.json").write_text(json.dumps(res, indent=1, default=str))
-    say(res["smi"], f"{time.time() - t0:.0f}s")
-    return 0
+    return _fp8_changed("round15.json", "boxes", patch="explore_fp8_boxes.patch")
 
 
 def round16() -> int:
@@ -574,23 +566,7 @@ def round16() -> int:
     the plain kernel, PROMOTE=2 and PROMOTE=1, interleaved with torch._scaled_mm's two paths at 4096^3 and
     8192^3, twice. The ledger (round13, ledger) showed PROMOTE=2's consumers waiting on the uniform datapath
     between their QGMMAs, where cuBLAS's add one number."""
-    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
-    import fp8
-    t0 = time.time()
-    off = {"DESC_STEP": 0}
-    builds = {"kernel": (fp8.wgmma_fp8_build(0), 0), "kernel anew": (fp8.edited_build(defines=off), 0),
-              "promote2": (fp8.wgmma_fp8_build(2), 2),
-              "promote2 anew": (fp8.edited_build(defines={**off, "PROMOTE": 2}), 2),
-              "promote1": (fp8.wgmma_fp8_build(1), 1),
-              "promote1 anew": (fp8.edited_build(defines={**off, "PROMOTE": 1}), 1)}
-    res = {"smi": [smi()]}
-    for key in ("{n}", "{n} again"):
-        if not _fp8_against_cublas(fp8, builds, res, "round16.json", key=key):
-            return 1
-    res["smi"].append(smi())
-    (OUT / "round16.json").write_text(json.dumps(res, indent=1, default=str))
-    say(res["smi"], f"{time.time() - t0:.0f}s")
-    return 0
+    return _fp8_changed("round16.json", "anew", defines={"DESC_STEP": 0})
 
 
 STEP = ("__device__ __forceinline__ unsigned long long desc_step(unsigned long long d, unsigned units16) {\n"
