@@ -21,6 +21,8 @@ run (python -m judge.record.hopper_run), which measures the same functions.
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round15  # epilogue boxes
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round16  # descriptor steps
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round17  # bf16 steps
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round18  # PROMOTE=2 128x128
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round19  # epilogue ahead
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py ledger ch05.fp8_promote2 ...
 
 Logs and JSON go to $OUT (explore.json, explore.log); a short table is printed last.
@@ -622,6 +624,62 @@ def round17() -> int:
     return 0
 
 
+def round18() -> int:
+    """The eighteenth call: PROMOTE=2 on cuBLAS's promoting tiles (explore_fp8_128.patch; its kernel's name and
+    launch in the record's counters: 128 x 128 x 128, 6 stages, no cluster, 384 threads), one 128-column half per
+    slice, with and without epilogue turns and with GROUP_M 16 and 8, against PROMOTE=2 on 128 x 256 tiles
+    (4 stages), interleaved with torch._scaled_mm's default path at 4096^3 and 8192^3, twice. Measured on the
+    H200 (2026-12-02): slower everywhere (the figures are in the patch's header)."""
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    t0 = time.time()
+    fp8.FP8_TILE[6], fp8.FP8_STAGES[6], fp8.FP8_CLUSTER[6] = (128, 128), 6, 1
+    small = {"PROMOTE": 2, "BN": 128, "BM": 128, "BK": 128, "STAGES": 6}
+    builds = {"promote2": (fp8.wgmma_fp8_build(2), 2)}
+    for turns in (0, 1):
+        for group in (16, 8):
+            builds[f"promote2 128 t{turns} g{group}"] = (fp8.edited_build(
+                patch="explore_fp8_128.patch", defines={**small, "GROUP_M": group, "EPI_TURNS": turns}), 6)
+    res = {"smi": [smi()]}
+    for key in ("{n}", "{n} again"):
+        if not _fp8_against_cublas(fp8, builds, res, "round18.json", key=key):
+            return 1
+    res["smi"].append(smi())
+    (OUT / "round18.json").write_text(json.dumps(res, indent=1, default=str))
+    say(res["smi"], f"{time.time() - t0:.0f}s")
+    return 0
+
+
+def round19() -> int:
+    """The nineteenth call: explore_fp8_ahead.patch. PROMOTE=2 in one flat loop, EPI_AHEAD=0 and 1 (the next tile's
+    first half-slice issued before the epilogue, so the tensor cores work through it), on 128 x 256 tiles and
+    (ahead) on round18's 128 x 128; the plain kernel and PROMOTE=1 with the patch's branchless epilogue; each
+    against the kernel as it is, interleaved with torch._scaled_mm's two paths at 4096^3 and 8192^3, twice.
+    Measured on the H200 (2026-12-02): PROMOTE=2 4 % slower flat and more so ahead (the figures are in the
+    patch's header)."""
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    t0 = time.time()
+    patch = "explore_fp8_ahead.patch"
+    builds = {}
+    for name, level in (("kernel", 0), ("promote2", 2), ("promote1", 1)):
+        builds[f"{name} as is"] = (fp8.wgmma_fp8_build(level), level)
+        builds[f"{name} patched"] = (fp8.edited_build(patch=patch, defines={"PROMOTE": level} if level else None),
+                                     level)
+    builds["promote2 ahead"] = (fp8.edited_build(patch=patch, defines={"PROMOTE": 2, "EPI_AHEAD": 1}), 2)
+    fp8.FP8_TILE[6], fp8.FP8_STAGES[6], fp8.FP8_CLUSTER[6] = (128, 128), 6, 1     # round18's tiles
+    builds["promote2 ahead 128"] = (fp8.edited_build(patch=patch, defines={
+        "PROMOTE": 2, "EPI_AHEAD": 1, "BN": 128, "BM": 128, "BK": 128, "STAGES": 6, "GROUP_M": 16}), 6)
+    res = {"smi": [smi()]}
+    for key in ("{n}", "{n} again"):
+        if not _fp8_against_cublas(fp8, builds, res, "round19.json", key=key):
+            return 1
+    res["smi"].append(smi())
+    (OUT / "round19.json").write_text(json.dumps(res, indent=1, default=str))
+    say(res["smi"], f"{time.time() - t0:.0f}s")
+    return 0
+
+
 def round4() -> int:
     """The fourth call: rung 10 (gemm_10_stream_k.cu, a stream-K tail on rung 8) launched repeatedly and
     checked, then timed against rung 8 and cuBLAS bf16 at 4096^3 and 8192^3 (both orders) and on
@@ -739,6 +797,10 @@ def main() -> int:
         return round16()
     if sys.argv[1:2] == ["round17"]:
         return round17()
+    if sys.argv[1:2] == ["round18"]:
+        return round18()
+    if sys.argv[1:2] == ["round19"]:
+        return round19()
     if sys.argv[1:2] == ["ledger"]:              # sass_ledger for each counters child named
         (OUT / "ledger").mkdir(parents=True, exist_ok=True)
         for kid in sys.argv[2:]:

@@ -192,6 +192,60 @@ def test_the_turns_exploration_matches_float64_and_its_unmatched_signal_hangs_on
         fp8.model_check(200, 264, 272, promote=2, build=b)
 
 
+def test_promote2_on_cublas_tiles_matches_float64_on_the_model():
+    # explore_fp8_128.patch (round18): PROMOTE=2 with BN = 128, one half per slice, released after it
+    pytest.importorskip("ml_dtypes")
+    fp8.FP8_TILE[6], fp8.FP8_STAGES[6], fp8.FP8_CLUSTER[6] = (128, 128), 6, 1
+    try:
+        d = {"PROMOTE": 2, "BN": 128, "BM": 128, "BK": 128, "STAGES": 6, "GROUP_M": 16}
+        b = fp8.edited_build(patch="explore_fp8_128.patch", defines=d)
+        assert fp8.model_check(200, 392, 272, promote=6, build=b).ok
+    finally:
+        for table in (fp8.FP8_TILE, fp8.FP8_STAGES, fp8.FP8_CLUSTER):
+            table.pop(6)
+
+
+AHEAD = {"PROMOTE": 2, "EPI_AHEAD": 1}
+UNDER = ("      if (EPI_AHEAD && kt == 0 && pt >= 0) {         // under the four wgmma just issued\n"
+         "        epilogue(pt, pm0, pn0);\n#pragma unroll\n        for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;\n      }\n")
+
+
+def test_the_epilogue_ahead_keeps_its_wgmma_in_flight_through_the_epilogue():
+    # explore_fp8_ahead.patch: no wait injected by ptxas, and the epilogue's shared-memory stores sit between
+    # the next tile's first QGMMAs and the wait for them
+    b = fp8.edited_build(patch="explore_fp8_ahead.patch", defines=AHEAD)
+    assert not [line for line in b.log.splitlines() if "C7517" in line], b.log
+    sass = [ln for ln in b.sass_of("gemm_fp8").splitlines() if re.search(r"QGMMA|WARPGROUP\.DEPBAR|\bSTS\b", ln)]
+    ops = ["Q" if "QGMMA" in ln else "W" if "DEPBAR" in ln else "S" for ln in sass]
+    assert re.search(r"QS{32,}", "".join(ops)), "".join(ops)     # a half of 64 x 128 bf16 pairs: 32 STS
+
+
+def test_in_the_flat_loop_thread_0_branches_in_the_epilogue_do_not_make_ptxas_wait():
+    # the patch's header: the back edge, not the epilogue's `if (thread 0)`, is why ptxas waited
+    b = fp8.edited_build([("        store_halves_if(t128 == 0, &mapC, nb, m0 + c * 64, myC);",
+                           "        if (t128 == 0) store_halves_if(true, &mapC, nb, m0 + c * 64, myC);"),
+                          ('" cp.async.bulk.commit_group;\\n}"', '" @p cp.async.bulk.commit_group;\\n}"')],
+                         patch="explore_fp8_ahead.patch", defines=AHEAD)
+    assert "@p cp.async.bulk.commit_group" in b.ptx
+    assert not [line for line in b.log.splitlines() if "C7517" in line], b.log
+
+
+@pytest.mark.parametrize("fine", [False, True])
+def test_the_epilogue_ahead_matches_float64_over_several_tiles_on_the_model(fine):
+    # 200 x 776: four tiles for each of the model's two blocks, each epilogue under the next tile's wgmma
+    pytest.importorskip("ml_dtypes")
+    b = fp8.edited_build(patch="explore_fp8_ahead.patch", defines={**AHEAD, **({"FINE": 1} if fine else {})})
+    assert fp8.model_check(200, 776, 272, promote=2, fine=fine, build=b).ok
+
+
+def test_an_epilogue_run_after_the_next_tiles_first_add_is_wrong_on_the_model():
+    # the pending epilogue moved after add_half<0>: the tile it writes already holds the next tile's first half
+    pytest.importorskip("ml_dtypes")
+    late = "      add_half<0>(acc, part, sa0 * sb0, sa1 * sb0);\n"
+    b = fp8.edited_build([(UNDER, ""), (late, late + UNDER)], patch="explore_fp8_ahead.patch", defines=AHEAD)
+    assert not fp8.model_check(200, 776, 272, promote=2, build=b).ok
+
+
 # ------------------------------------------------------------------ FINE=1: fine-grained scales at promotion
 def test_the_fine_grained_variant_promotes_with_ffma_and_does_not_spill():
     f = fp8.fine_build()
@@ -265,7 +319,7 @@ def test_the_why_of_promote2_rests_on_the_recorded_counters():
 
 
 @pytest.mark.parametrize("patch", ["explore_fp8_a_regs.patch", "explore_fp8_part192.patch", "explore_fp8_turns.patch",
-                                   "explore_fp8_boxes.patch"])
+                                   "explore_fp8_boxes.patch", "explore_fp8_128.patch", "explore_fp8_ahead.patch"])
 def test_the_exploration_patches_still_apply_to_the_kernel(patch):
     # explore_h200.py builds them from gemm_fp8.cu as it is; a kernel edit that breaks one says so here
     assert fp8.edited_source(patch=patch) != fp8._fp8_source().read_text()
