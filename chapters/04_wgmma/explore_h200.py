@@ -23,6 +23,8 @@ run (python -m judge.record.hopper_run), which measures the same functions.
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round17  # bf16 steps
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round18  # PROMOTE=2 128x128
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round19  # epilogue ahead
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round20  # FP8 ping-pong
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round21  # FP8 stream-K
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py ledger ch05.fp8_promote2 ...
 
 Logs and JSON go to $OUT (explore.json, explore.log); a short table is printed last.
@@ -680,6 +682,186 @@ def round19() -> int:
     return 0
 
 
+def pingpong_fp8_build(defines: dict | None = None):
+    """gemm_09_pingpong.cu with explore_fp8_pingpong.patch (the plain FP8 GEMM with ping-pong consumers), compiled
+    for sm_90a under rung 9's file name; fp8.fp8_launcher runs it under slot 7 of its tables (set here: 128 x 128
+    tiles, 6 stages, clusters of 2 unless `defines` say otherwise)."""
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    from judge.gpu import build as _b
+    from judge.grading.patches import apply_patch
+    d = defines or {}
+    fp8.FP8_TILE[7], fp8.FP8_STAGES[7], fp8.FP8_CLUSTER[7] = (128, 128), 6, int(d.get("CLUSTER", 2))
+    path = HERE / "gemm_09_pingpong.cu"
+    diff = (HERE / "explore_fp8_pingpong.patch").read_text()
+    text = apply_patch(path.read_text(), diff[diff.index("--- a/"):], "explore_fp8_pingpong.patch")
+    return _b.compile(_b.inline_headers(text, path), target="sm_90a", defines=d or None, name=path.name)
+
+
+def round20() -> int:
+    """The twentieth call: explore_fp8_pingpong.patch on gemm_09_pingpong.cu (the plain FP8 GEMM with rung 9's ping-pong consumers on 128 x 128
+    tiles, cuBLAS's fast-path shape) with GROUP_M 8 and 16, and without clusters, against gemm_fp8.cu's plain
+    kernel, interleaved with torch._scaled_mm's two paths at 4096^3 and 8192^3, twice."""
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    t0 = time.time()
+    builds = {"kernel": (fp8.wgmma_fp8_build(0), 0)}
+    for label, d in (("pingpong g8", {}), ("pingpong g16", {"BN": 128, "BM": 128, "BK": 128, "STAGES": 6,
+                                                           "GROUP_M": 16})):
+        builds[f"kernel {label}"] = (pingpong_fp8_build(d), 7)
+    builds["kernel pingpong c1"] = (pingpong_fp8_build({"CLUSTER": 1}), 8)
+    fp8.FP8_TILE[8], fp8.FP8_STAGES[8], fp8.FP8_CLUSTER[8] = (128, 128), 6, 1
+    fp8.FP8_CLUSTER[7] = 2
+    res = {"smi": [smi()]}
+    for key in ("{n}", "{n} again"):
+        if not _fp8_against_cublas(fp8, builds, res, "round20.json", key=key):
+            return 1
+    res["smi"].append(smi())
+    (OUT / "round20.json").write_text(json.dumps(res, indent=1, default=str))
+    say(res["smi"], f"{time.time() - t0:.0f}s")
+    return 0
+
+
+def sk_plan(M: int, N: int, K: int, blocks: int, min_slices: int | None = None, cluster: int = 1, **kw) -> dict:
+    """Rung 10's split (ladder.stream_k_plan) for gemm_fp8.cu with explore_fp8_sk.patch: 128 x 256 tiles,
+    `cluster` blocks per cluster tile, K slices of 128 FP8 elements (stream_k_plan counts slices of 64, so it
+    is given K in those); `blocks` persistent blocks."""
+    import ladder
+    k_eq = -(-K // 128) * 64
+    kw = {**kw, **({} if min_slices is None else {"min_slices": min_slices})}
+    return ladder.stream_k_plan(M, N, k_eq, blocks // cluster, tile=(128, 256), cluster=cluster, **kw)
+
+
+def sk_build(promote: int = 2, fine: bool = False, edits=()):
+    """gemm_fp8.cu with explore_fp8_sk.patch, STREAM_K=1: PROMOTE=2 (no cluster) or the plain kernel (clusters of 2)."""
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    return fp8.edited_build(edits, patch="explore_fp8_sk.patch",
+                            defines={"STREAM_K": 1, **({"PROMOTE": promote} if promote else {}),
+                                     **({"FINE": 1} if fine else {})})
+
+
+def sk_launcher(M: int, N: int, K: int, build=None, promote: int = 2, **plan_kw):
+    """launch(qa, qb, c, sa, sb) as fp8.fp8_launcher's (PROMOTE=2 or the plain kernel), with the stream-K arguments
+    after K: the plan for this size, an fp32 workspace (one 64 x 256 partial per block and consumer), flags and
+    the epoch."""
+    import numpy as np
+    import torch
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    from judge import gpu
+    from judge.hw import tma
+    b = build or sk_build(promote)
+    k = b.kernel(fp8.FP8_KERNEL)
+    smem = fp8.fp8_shared_bytes(promote)
+    k.max_dynamic_shared_size_bytes = smem
+    cl = fp8.FP8_CLUSTER[promote]
+    tiles = -(-M // (128 * cl)) * -(-N // 256)
+    blocks = cl * min(gpu.info().sms // cl, tiles)
+    plan = sk_plan(M, N, K, blocks, cluster=cl, **plan_kw)
+    workspace = torch.empty(blocks * 2 * 64 * 256, dtype=torch.float32, device="cuda")
+    flags = torch.zeros(blocks * 2, dtype=torch.int32, device="cuda")
+    epoch = [0]
+    maps: dict = {}
+
+    def launch(qa, qb, c, sa, sb):
+        key = (qa.data_ptr(), qb.data_ptr(), c.data_ptr())
+        if key not in maps:
+            ua, ub = qa.view(torch.uint8), qb.view(torch.uint8)
+            maps[key] = (tma.tensor_map(ua, box=(128, 128), swizzle="128B"),
+                         tma.tensor_map(ub, box=(128, 256 // cl), swizzle="128B"),
+                         tma.tensor_map(c, box=(64, 64), swizzle="128B"))
+        ma, mb, mc = maps[key]
+        epoch[0] += 1
+        k((blocks, 1, 1), (fp8.FP8_THREADS, 1, 1),
+          (ma.as_kernel_arg(), mb.as_kernel_arg(), mc.as_kernel_arg(), np.uint64(sa.data_ptr()),
+           np.uint64(sb.data_ptr()), np.int32(M), np.int32(N), np.int32(K), np.int32(plan["sk_tiles"]),
+           np.int32(plan["sk_clusters"]), np.uint64(workspace.data_ptr()), np.uint64(flags.data_ptr()),
+           np.uint32(epoch[0])), shared_mem=smem)
+
+    launch.plan = plan
+    return launch
+
+
+def sk_model_check(M: int, N: int, K: int, blocks: int, min_slices: int = 2, build=None, seed=None,
+                   promote: int = 2):
+    """explore_fp8_sk.patch on the CPU model (PROMOTE=2 or the plain kernel, in its clusters): `blocks` persistent
+    blocks, the split sk_plan makes with
+    `min_slices`, exact E4M3 inputs and power-of-two block scales (as fp8.model_check), C poisoned, against
+    float64. (Comparison, plan)."""
+    import ml_dtypes
+    import numpy as np
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    from judge.grading import compare
+    from judge.gpu import launch as _launch
+    from judge.hw import tma
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little") if seed is None else seed)
+    e4m3 = ml_dtypes.float8_e4m3fn
+
+    def aligned(shape, dtype):
+        n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        raw = np.empty(n + 1024, np.uint8)
+        off = -raw.ctypes.data % 1024
+        return raw[off:off + n].view(dtype).reshape(shape)
+    qa, qb = aligned((M, K), e4m3), aligned((N, K), e4m3)
+    qa[...] = (rng.standard_normal((M, K)) * 8).astype(np.float32).astype(e4m3)
+    qb[...] = (rng.standard_normal((N, K)) * 8).astype(np.float32).astype(e4m3)
+    sa = (2.0 ** rng.integers(-6, -1, -(-M // 128))).astype(np.float32)
+    sb = (2.0 ** rng.integers(-6, -1, -(-N // 128))).astype(np.float32)
+    c = aligned((M, N), ml_dtypes.bfloat16)
+    c[...] = np.nan
+    cl = fp8.FP8_CLUSTER[promote]
+    maps = (tma.tensor_map(qa.view(np.uint8), box=(128, 128), swizzle="128B"),
+            tma.tensor_map(qb.view(np.uint8), box=(128, 256 // cl), swizzle="128B"),
+            tma.tensor_map(c, box=(64, 64), swizzle="128B"))
+    plan = sk_plan(M, N, K, blocks, min_slices, cluster=cl)
+    workspace = np.full(blocks * 2 * 64 * 256, np.nan, np.float32)
+    flags = np.zeros(blocks * 2, np.uint32)
+    _launch.launch(build or sk_build(promote), fp8.FP8_KERNEL, grid=(blocks, 1, 1), block=(fp8.FP8_THREADS, 1, 1),
+                   args=(*maps, sa, sb, np.int32(M), np.int32(N), np.int32(K), np.int32(plan["sk_tiles"]),
+                         np.int32(plan["sk_clusters"]), workspace, flags, np.uint32(1)),
+                   shared_bytes=fp8.fp8_shared_bytes(promote))
+    a64 = qa.astype(np.float64) * np.repeat(sa.astype(np.float64), 128)[:M, None]
+    b64 = qb.astype(np.float64) * np.repeat(sb.astype(np.float64), 128)[:N, None]
+    return compare.compare(c.astype(np.float32), a64 @ b64.T, rtol=np.inf, atol=np.inf, norm_tol=fp8.REL_TOL,
+                           case=f"PROMOTE={promote} STREAM_K=1 on the CPU model: M={M} N={N} K={K} {plan}"), plan
+
+
+def round21() -> int:
+    """The twenty-first call: PROMOTE=2 and the plain kernel with rung 10's stream-K tail (explore_fp8_sk.patch, STREAM_K=1: at 8192^3
+    the 2048 tiles of 128 x 256 fill 15.5 rounds of 132 SMs, so the last round is half idle), with the plan's
+    rule (no split at 4096^3, where the last round is 88 % full) and with a split forced there too, against
+    the kernels as they are; interleaved with torch._scaled_mm's two paths at 4096^3 and 8192^3, twice."""
+    sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
+    import fp8
+    t0 = time.time()
+    res = {"smi": [smi()]}
+    p2, sk2, p0, sk0 = fp8.wgmma_fp8_build(2), sk_build(2), fp8.wgmma_fp8_build(0), sk_build(0)
+    for key in ("{n}", "{n} again"):
+        for n in (4096, 8192):
+            kernels = {"promote2": fp8.fp8_launcher(n, n, n, build=p2, promote=2),
+                       "promote2 sk": sk_launcher(n, n, n, build=sk2),
+                       "promote2 sk split": sk_launcher(n, n, n, build=sk2, cost_tiles=0.0),
+                       "kernel": fp8.fp8_launcher(n, n, n, build=p0, promote=0),
+                       "kernel sk": sk_launcher(n, n, n, build=sk0, promote=0)}
+            plans = {k: v.plan for k, v in kernels.items() if hasattr(v, "plan")}
+            timed = _fp8_timed(fp8, n, kernels, fp8._scaled_mm_paths(rowwise=True))
+            if timed is None:
+                return 1
+            med, errs = timed
+            row = {"n": n, "ms": med, "plans": plans, "max rel err": max(v[0] for v in errs.values()),
+                   **{f"{k} / default": med["default"] / med[k] for k in kernels if k.startswith("promote")},
+                   **{f"{k} / fast": med["fast"] / med[k] for k in kernels if k.startswith("kernel")}}
+            res[key.format(n=n)] = row
+            say(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items() if k != "ms"}))
+            (OUT / "round21.json").write_text(json.dumps(res, indent=1, default=str))
+    res["smi"].append(smi())
+    (OUT / "round21.json").write_text(json.dumps(res, indent=1, default=str))
+    say(res["smi"], f"{time.time() - t0:.0f}s")
+    return 0
+
+
 def round4() -> int:
     """The fourth call: rung 10 (gemm_10_stream_k.cu, a stream-K tail on rung 8) launched repeatedly and
     checked, then timed against rung 8 and cuBLAS bf16 at 4096^3 and 8192^3 (both orders) and on
@@ -801,6 +983,10 @@ def main() -> int:
         return round18()
     if sys.argv[1:2] == ["round19"]:
         return round19()
+    if sys.argv[1:2] == ["round20"]:
+        return round20()
+    if sys.argv[1:2] == ["round21"]:
+        return round21()
     if sys.argv[1:2] == ["ledger"]:              # sass_ledger for each counters child named
         (OUT / "ledger").mkdir(parents=True, exist_ok=True)
         for kid in sys.argv[2:]:

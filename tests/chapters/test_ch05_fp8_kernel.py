@@ -246,6 +246,46 @@ def test_an_epilogue_run_after_the_next_tiles_first_add_is_wrong_on_the_model():
     assert not fp8.model_check(200, 776, 272, promote=2, build=b).ok
 
 
+def _explore():
+    sys.path.insert(0, str(config.CHAPTERS_DIR / "04_wgmma"))
+    import explore_h200
+    return explore_h200
+
+
+@pytest.mark.parametrize("promote, shape, blocks", [(2, (640, 256, 512), 3), (2, (1280, 512, 1024), 6),
+                                                    (0, (1280, 256, 1024), 6)])
+def test_the_stream_k_exploration_matches_float64_with_tiles_split_between_blocks(promote, shape, blocks):
+    # explore_fp8_sk.patch: rung 10's stream-K tail on gemm_fp8.cu; the plan splits the last tiles' K slices
+    # over every block, so some tiles are summed from two or three blocks' partials through the workspace
+    pytest.importorskip("ml_dtypes")
+    r, plan = _explore().sk_model_check(*shape, blocks, promote=promote)
+    assert plan["sk_tiles"] >= 1 and plan["sk_clusters"] > plan["sk_tiles"], plan
+    assert r.ok, r.message
+
+
+def test_a_stream_k_owner_that_does_not_add_the_partials_is_wrong_on_the_model():
+    pytest.importorskip("ml_dtypes")
+    e = _explore()
+    b = e.sk_build(2, edits=[("            acc[4 * q] += v.x; acc[4 * q + 1] += v.y; acc[4 * q + 2] += v.z; "
+                              "acc[4 * q + 3] += v.w;", "")])
+    r, plan = e.sk_model_check(640, 256, 512, 3, build=b)
+    assert plan["sk_tiles"] >= 1 and not r.ok
+
+
+def test_the_fp8_ping_pong_exploration_matches_float64_over_several_tiles_on_the_model():
+    # explore_fp8_pingpong.patch (round20): 512 x 384 gives each of the model's two clusters three 128 x 128 tiles,
+    # so both consumers take turns twice; 200 x 264 clips at both edges
+    pytest.importorskip("ml_dtypes")
+    b = _explore().pingpong_fp8_build()
+    try:
+        for shape in ((512, 384, 640), (200, 264, 272)):
+            r = fp8.model_check(*shape, promote=7, build=b)
+            assert r.ok, r.message
+    finally:
+        for table in (fp8.FP8_TILE, fp8.FP8_STAGES, fp8.FP8_CLUSTER):
+            table.pop(7, None)
+
+
 # ------------------------------------------------------------------ FINE=1: fine-grained scales at promotion
 def test_the_fine_grained_variant_promotes_with_ffma_and_does_not_spill():
     f = fp8.fine_build()
@@ -319,7 +359,8 @@ def test_the_why_of_promote2_rests_on_the_recorded_counters():
 
 
 @pytest.mark.parametrize("patch", ["explore_fp8_a_regs.patch", "explore_fp8_part192.patch", "explore_fp8_turns.patch",
-                                   "explore_fp8_boxes.patch", "explore_fp8_128.patch", "explore_fp8_ahead.patch"])
+                                   "explore_fp8_boxes.patch", "explore_fp8_128.patch", "explore_fp8_ahead.patch",
+                                   "explore_fp8_sk.patch"])
 def test_the_exploration_patches_still_apply_to_the_kernel(patch):
     # explore_h200.py builds them from gemm_fp8.cu as it is; a kernel edit that breaks one says so here
     assert fp8.edited_source(patch=patch) != fp8._fp8_source().read_text()
