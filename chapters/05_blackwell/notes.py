@@ -10,6 +10,7 @@ by hand. Any machine (pure Python):
     notes.like_for_like_note(res)               # section 4: fp8.compare_run()'s result, like for like
     notes.like_for_like_rows(res)               # its tables, columns in a fixed order
     notes.fp8_counters(c), notes.fp8_why(c)     # section 4: the FP8 kernels' profiler counters (ch05.counters)
+    notes.ledger_rows(c), notes.ledger_why(c)   # section 4: warp samples per instruction (the counters' ledgers)
 """
 from __future__ import annotations
 
@@ -156,6 +157,59 @@ def fp8_why(counters: dict | None) -> str:
             out.append("- 4096³: the record's counters do NOT support the explanation of what promoting costs "
                        "(tensor pipe, FMA pipe, issue slots): see ch05.counters.")
     return "\n".join(out)
+
+
+#: The counters pass's ledgers (judge.record.counters.LEDGERED) that section 4 reads, and what it calls them
+LEDGERS = {"ch05.fp8_promote2": "PROMOTE=2 (descriptors stepped)",
+           "ch05.fp8_promote2_anew": "PROMOTE=2, descriptors built anew",
+           "ch05.cublas_fp8_default": "cuBLAS FP8, default (promoting)"}
+LEDGER_FAMILIES = ("wgmma", "wgmma fence/wait", "uniform datapath", "FP32 add/mul/fma", "barrier or mbarrier",
+                   "shared/global memory", "other")
+
+
+def ledgers(counters: dict | None) -> dict:
+    """{counters id: ledger} for the LEDGERS whose ledger was recorded and read."""
+    return {r["id"]: r["ledger"] for r in (counters or {}).get("rows", [])
+            if r.get("id") in LEDGERS and isinstance(r.get("ledger"), dict) and "by family" in r["ledger"]}
+
+
+def ledger_rows(counters: dict | None) -> list[dict]:
+    """One row per ledger: the kernel and its warp samples' shares by kind of instruction, in %."""
+    return [{"kernel": LEDGERS[k], "samples": int(v["samples"]),
+             **{f: round(100 * v["by family"].get(f, 0.0), 1) for f in LEDGER_FAMILIES}}
+            for k, v in ledgers(counters).items()]
+
+
+def _uniform(ledger: dict) -> float:
+    return ledger["by family"].get("uniform datapath", 0.0)
+
+
+#: The claim of section 4 on stepped descriptors: built anew, the uniform datapath holds a larger share of the
+#: consumers' warp samples than stepped (by 1.5x and at least a point), and stepped, no more than cuBLAS's by 1.5x.
+LEDGER_CLAIM = (lambda anew, stepped, lib: _uniform(anew) >= max(1.5 * _uniform(stepped), _uniform(stepped) + 0.01)
+                and _uniform(stepped) <= 1.5 * _uniform(lib) + 0.01)
+
+
+def ledger_why(counters: dict | None) -> str:
+    """Section 4: where PROMOTE=2's warp samples sit with descriptors built anew and stepped, beside cuBLAS's
+    promoting kernel, from the ledgers of ch05.counters; the claim stated only if the ledgers support it."""
+    got = ledgers(counters)
+    if not all(k in got for k in LEDGERS):
+        return "*(the per-instruction ledgers are not recorded yet on an H200)*"
+    anew, stepped, lib = got["ch05.fp8_promote2_anew"], got["ch05.fp8_promote2"], got["ch05.cublas_fp8_default"]
+    top = next((x for x in anew["top"] if x["family"] == "uniform datapath"), None)
+    what = (f"uniform-datapath instructions (U…, R2UR: where a descriptor is built) hold {100 * _uniform(anew):.1f} % of "
+            f"the warp samples of PROMOTE=2 with descriptors built anew, {100 * _uniform(stepped):.1f} % with them "
+            f"stepped, and {100 * _uniform(lib):.1f} % of cuBLAS's promoting kernel's")
+    if not LEDGER_CLAIM(anew, stepped, lib):
+        return (f"- 4096³: {what}. The record's ledgers do NOT support the explanation above (descriptors rebuilt on "
+                f"the uniform datapath before every QGMMA): see ch05.counters.")
+    return (f"- 4096³ (Nsight Compute's SourceCounters, one checked launch each): {what}"
+            + (f"; the most sampled of them, built anew: `{top['sass']}` ({100 * top['share']:.1f} %)." if top else ".")
+            + f" The wgmma themselves (QGMMA) hold {100 * anew['by family'].get('wgmma', 0):.0f} % and "
+              f"{100 * stepped['by family'].get('wgmma', 0):.0f} %, the FADDs of the promotion "
+              f"{100 * anew['by family'].get('FP32 add/mul/fma', 0):.0f} % and "
+              f"{100 * stepped['by family'].get('FP32 add/mul/fma', 0):.0f} %.")
 
 
 def like_for_like_rows(res: dict) -> tuple[list, list]:

@@ -30,7 +30,9 @@ VERIFIED, VERIFIED_SECTIONS), and the kernels after it use what worked.
 Each row: id, chapter, label, kernel, ok/check (the output check), seconds, summary (the figures the
 chapters quote: pipe utilisation, achieved occupancy, blocks per SM, the top warp-stall reasons, L2 and
 DRAM bytes, shared-memory wavefronts and bank conflicts, DSMEM traffic) and metrics (every metric ncu
-returned, {"value", "unit"}). The rows go into the record as sections "ch01.counters", "ch03.counters",
+returned, {"value", "unit"}). The kernels of LEDGERED also carry a "ledger": their child run once more with
+ncu's SourceCounters section, and the report's source page read per SASS instruction: warp-state samples,
+their share by kind of instruction ("by family") and the LEDGER_TOP instructions with the most (ledger_one). The rows go into the record as sections "ch01.counters", "ch03.counters",
 "ch04.counters", "ch05.counters", and into OUT/counters.json; the raw ncu logs into OUT/ncu_logs/ID.csv.
 """
 from __future__ import annotations
@@ -57,6 +59,13 @@ CH04 = config.CHAPTERS_DIR / "04_wgmma"
 CH05 = config.CHAPTERS_DIR / "05_blackwell"
 #: chapter 5's FP8 GEMM (chapters/04_wgmma/gemm_fp8.cu), by PROMOTE level, at these sizes
 FP8_PROFILED = ((0, 4096), (1, 4096), (2, 4096), (0, 8192), (1, 8192), (2, 8192))
+#: PROMOTE=2 built with DESC_STEP=0 (each k32 descriptor built anew from its address), for the ledger below
+FP8_ANEW = {"id": "ch05.fp8_promote2_anew", "label": "gemm_fp8.cu, descriptors built anew (PROMOTE=2, DESC_STEP=0)",
+            "defines": {"PROMOTE": 2, "DESC_STEP": 0}}
+#: Kernels that also get a per-instruction ledger: ncu's SourceCounters section, warp-state samples per SASS
+#: instruction (ledger_one), for the "why" that names instructions (chapter 5: stepped descriptors).
+LEDGERED = ("ch05.fp8_promote2", "ch05.fp8_promote2_anew", "ch05.cublas_fp8_default")
+LEDGER_TOP = 40                  # instructions kept per ledger, by samples
 #: cuBLAS's own kernels, profiled the same way, for the chapters to put beside theirs: (id, chapter, what, n).
 #: What runs is cuBLAS's choice; its name says its tile, stages and cluster (chapters/04_wgmma/cublas_kernels.py).
 CUBLAS_PROFILED = (("ch04.cublas_bf16", "ch04", "bf16", 4096), ("ch04.cublas_bf16_8192", "ch04", "bf16", 8192),
@@ -203,6 +212,8 @@ def kernels() -> list[dict]:
                     "label": f"gemm_fp8.cu PROMOTE={promote}", "kernel": "gemm_fp8", "promote": promote,
                     **({} if n == GEMM_N else {"n": n}),
                     "sources": [str(CH04 / "gemm_fp8.cu"), str(CH05 / "fp8.py")]})
+    out.append({**FP8_ANEW, "chapter": "ch05", "kernel": "gemm_fp8", "promote": 2, "variant": True,
+                "sources": [str(CH04 / "gemm_fp8.cu"), str(CH05 / "fp8.py")]})
     out += _cublas_kernels("ch05")
     return out
 
@@ -335,9 +346,9 @@ def _run_ch03(kid: str) -> None:
     raise KeyError(kid)
 
 
-def _run_ch05(promote: int, n: int) -> None:
-    """One launch of gemm_fp8.cu (PROMOTE=promote) at n^3 on fresh block-quantized inputs, C poisoned,
-    against the float64 product of the dequantized inputs (fp8.py's own check)."""
+def _run_ch05(promote: int, n: int, defines: dict | None = None) -> None:
+    """One launch of gemm_fp8.cu (PROMOTE=promote, or built with `defines`) at n^3 on fresh block-quantized
+    inputs, C poisoned, against the float64 product of the dequantized inputs (fp8.py's own check)."""
     import torch
     sys.path.insert(0, str(CH05))
     import fp8
@@ -345,10 +356,11 @@ def _run_ch05(promote: int, n: int) -> None:
     seed = int.from_bytes(os.urandom(4), "little")
     s = fp8._fp8_set(n, n, n, seed)
     c = compare.poison(torch.empty(n, n, device="cuda", dtype=torch.bfloat16))
-    fp8.fp8_launcher(n, n, n, promote=promote)(s["qa"], s["qb"], c, s["sa"], s["sb"])   # the launch ncu profiles
+    build = fp8.edited_build(defines=defines) if defines else None
+    fp8.fp8_launcher(n, n, n, build=build, promote=promote)(s["qa"], s["qb"], c, s["sa"], s["sb"])   # what ncu profiles
     torch.cuda.synchronize()
     rel, bad = fp8._rel_err64(c, s["ref"])
-    _say(bad == 0 and rel < fp8.REL_TOL, f"gemm_fp8 PROMOTE={promote} {n}^3 seed {seed}: rel. error {rel:.2e}, "
+    _say(bad == 0 and rel < fp8.REL_TOL, f"gemm_fp8 {defines or f'PROMOTE={promote}'} {n}^3 seed {seed}: rel. error {rel:.2e}, "
                                           f"{bad} not finite (bound {fp8.REL_TOL:.2e})")
 
 
@@ -392,7 +404,7 @@ def run_child(kid: str) -> int:
     elif ch == "ch04":
         _run_ch04(k["label"], k.get("n", GEMM_N))
     elif ch == "ch05":
-        _run_ch05(k["promote"], k.get("n", GEMM_N))
+        _run_ch05(k["promote"], k.get("n", GEMM_N), k.get("defines"))
     elif ch == "ch01":
         sys.path.insert(0, str(CH01))
         import sgemm
@@ -619,6 +631,97 @@ def profile_one(k: dict, metrics, log_dir: Path, ncu: str, timeout: float = CHIL
     return row
 
 
+# ----------------------------------------------------------------------------- the ledger: samples per instruction
+def ledger_commands(kid: str, kernel: str, rep: Path, ncu: str = "ncu", regex: bool = False) -> tuple[list, list]:
+    """(profile, print): ncu's SourceCounters section on the child's one launch into report `rep`, then that
+    report's source page as CSV, one row per SASS instruction with its warp-state samples."""
+    sel = f"regex:{kernel}" if regex else f"regex:^{re.escape(kernel)}$"
+    run = [ncu, "--target-processes", "all", "-k", sel, "-c", "1", "--clock-control", "none",
+           "--section", "SourceCounters", "--section", "WarpStateStats", "--import-source", "no",
+           "-f", "-o", str(rep), sys.executable, "-m", "judge.record.counters", "--run", kid]
+    page = [ncu, "-i", f"{rep}.ncu-rep", "--page", "source", "--csv", "--print-source", "sass"]
+    return run, page
+
+
+def opcode(sass: str) -> str:
+    """The opcode of one SASS line, without its predicate or modifiers: '@!UP1 UTMASTG.2D [UR16]' -> 'UTMASTG'."""
+    words = sass.split()
+    if words and words[0].startswith("@"):
+        words = words[1:]
+    return words[0].split(".")[0].rstrip(";") if words else ""
+
+
+#: What an instruction does, by opcode, for the ledger's shares
+FAMILIES = (("wgmma", lambda op: op in ("QGMMA", "HGMMA", "IGMMA", "BGMMA")),
+            ("wgmma fence/wait", lambda op: op == "WARPGROUP"),
+            ("uniform datapath", lambda op: op.startswith("U") or op in ("R2UR", "S2UR")),
+            ("FP32 add/mul/fma", lambda op: op in ("FADD", "FMUL", "FFMA", "FMNMX")),
+            ("barrier or mbarrier", lambda op: op in ("SYNCS", "BAR", "BSYNC", "WARPSYNC", "NANOSLEEP")),
+            ("shared/global memory", lambda op: op in ("STS", "LDS", "STSM", "LDSM", "LDG", "STG", "LDC", "LDGSTS")))
+
+
+def family(op: str) -> str:
+    return next((name for name, test in FAMILIES if test(op)), "other")
+
+
+def parse_source_page(text: str, top: int = LEDGER_TOP) -> dict:
+    """ncu's source page (--page source --csv --print-source sass) -> {"columns", "instructions", "samples",
+    "by family": {family: share of all samples}, "top": the `top` instructions by samples, each {"address",
+    "sass", "opcode", "family", "samples", "share"}}. {"error": ...} when the page has no sample column."""
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    rows = [r for r in csv.reader(io.StringIO("\n".join(lines))) if r and r[0] != "Kernel Name"]
+    if not rows:
+        return {"error": "no source page in ncu's output: " + text.strip()[-300:]}
+    head, body = rows[0], rows[1:]
+    col = next((i for i, h in enumerate(head) if "Sampling" in h and "All" in h), None)
+    if col is None:
+        col = next((i for i, h in enumerate(head) if "Sampling" in h and "Not" not in h), None)
+    src = next((i for i, h in enumerate(head) if h.strip() == "Source"), None)
+    if col is None or src is None:
+        return {"error": "no sample or source column", "columns": head}
+
+    def num(x: str) -> float:
+        try:
+            return float(x.replace(",", ""))
+        except ValueError:
+            return 0.0
+    body = [r for r in body if len(r) > max(col, src) and r[src].strip()]
+    total = sum(num(r[col]) for r in body)
+    if total <= 0:
+        return {"error": "no warp samples", "columns": head, "instructions": len(body)}
+    shares: dict = {}
+    for r in body:
+        f = family(opcode(r[src]))
+        shares[f] = shares.get(f, 0.0) + num(r[col]) / total
+    ranked = sorted(body, key=lambda r: -num(r[col]))[:top]
+    return {"columns": head, "sample column": head[col], "instructions": len(body), "samples": total,
+            "by family": {k: round(v, 4) for k, v in sorted(shares.items(), key=lambda kv: -kv[1])},
+            "top": [{"address": r[0], "sass": r[src].strip()[:100], "opcode": opcode(r[src]),
+                     "family": family(opcode(r[src])), "samples": num(r[col]), "share": round(num(r[col]) / total, 4)}
+                    for r in ranked]}
+
+
+def ledger_one(k: dict, log_dir: Path, ncu: str, timeout: float = CHILD_TIMEOUT) -> dict:
+    """The ledger of kernel k: its child once more under ncu with SourceCounters, the source page parsed
+    (parse_source_page) and its check; the report itself is deleted (the CSV stays in log_dir)."""
+    env = {**os.environ, "PYTHONPATH": str(config.ROOT)}
+    env.pop("JUDGE_RECORD", None)
+    rep = log_dir / f"{k['id']}_ledger"
+    run, page = ledger_commands(k["id"], k["kernel"], rep, ncu, k.get("regex", False))
+    rc, out = _run(run, timeout, env)
+    check = [ln for ln in out.splitlines() if ln.startswith("COUNTERS-CHECK:")]
+    try:
+        p = subprocess.run(page, capture_output=True, text=True, timeout=timeout)
+        text = p.stdout + p.stderr
+    except (OSError, subprocess.SubprocessError) as e:
+        text = f"{type(e).__name__}: {e}"
+    (log_dir / f"{k['id']}_sass.csv").write_text(text)
+    Path(f"{rep}.ncu-rep").unlink(missing_ok=True)
+    return {"ok": bool(check) and check[-1].split()[1] == "ok",
+            "check": check[-1].split(None, 2)[-1] if check else f"the child printed no check (rc {rc})",
+            **parse_source_page(text)}
+
+
 def _fmt(v, scale=1.0, spec=".0f") -> str:
     return format(v / scale, spec) if isinstance(v, float) else NA
 
@@ -672,6 +775,10 @@ def profile_all(out_dir: Path, only: str = "", save: bool = True, timeout: float
     rows = []
     for i, k in enumerate(todo, 1):
         r = profile_one(k, metrics, log_dir, ncu, timeout, sections)
+        if k["id"] in LEDGERED:
+            r["ledger"] = ledger_one(k, log_dir, ncu, timeout)
+            print(f"   ledger: {r['ledger'].get('samples', 0):.0f} samples, "
+                  f"{r['ledger'].get('by family') or r['ledger'].get('error')}", flush=True)
         rows.append(r)
         print(f"[{i}/{len(todo)}] {k['id']}: {r['seconds']:.1f} s, "
               + ("check ok" if r.get("ok") else f"check {r.get('check', '')[:120]}")
@@ -712,7 +819,8 @@ def main(argv=None) -> int:
         print(f"The counters pass needs an H100/H200: {gpu.why_not('sm_90')}", file=sys.stderr)
         return 2
     rows = profile_all(Path(args.out), args.only, save=config.recording(), timeout=args.timeout)
-    return 0 if rows and all("summary" in r and r.get("ok") for r in rows) else 1
+    return 0 if rows and all("summary" in r and r.get("ok") and r.get("ledger", {}).get("ok", True)
+                             and "error" not in r.get("ledger", {}) for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -358,6 +358,30 @@ def test_the_why_of_promote2_rests_on_the_recorded_counters():
     assert notes.fp8_why(swapped).count("do NOT support") == 2        # the tile claim, at both sizes
 
 
+def _ledger(uniform: float, wgmma: float) -> dict:
+    return {"ok": True, "samples": 1000.0, "by family": {"uniform datapath": uniform, "wgmma": wgmma,
+                                                         "FP32 add/mul/fma": 0.1},
+            "top": [{"sass": "ULOP3.LUT UR5, UR5, 0x3fff0, URZ, 0xc0, !PT", "family": "uniform datapath",
+                     "share": uniform / 2}]}
+
+
+def test_the_stepped_descriptor_sentence_is_shown_only_when_the_ledgers_support_it():
+    sys.path.insert(0, str(config.CHAPTERS_DIR / "05_blackwell"))
+    import notes
+
+    def counters(anew, stepped, lib):
+        return {"rows": [{"id": "ch05.fp8_promote2", "ledger": stepped}, {"id": "ch05.fp8_promote2_anew", "ledger": anew},
+                         {"id": "ch05.cublas_fp8_default", "ledger": lib}, {"id": "ch05.fp8_promote0"}]}
+    assert "not recorded yet" in notes.ledger_why({"rows": []})
+    good = counters(_ledger(0.06, 0.3), _ledger(0.015, 0.35), _ledger(0.012, 0.4))
+    text = notes.ledger_why(good)
+    assert "NOT support" not in text and "6.0 %" in text and "1.5 %" in text and "0x3fff0" in text
+    assert [r["kernel"] for r in notes.ledger_rows(good)] == list(notes.LEDGERS.values())
+    # the same sentence from ledgers that say the opposite: anew and stepped swapped, or stepped far above cuBLAS
+    assert "do NOT support" in notes.ledger_why(counters(_ledger(0.015, 0.35), _ledger(0.06, 0.3), _ledger(0.012, 0.4)))
+    assert "do NOT support" in notes.ledger_why(counters(_ledger(0.12, 0.3), _ledger(0.06, 0.35), _ledger(0.01, 0.4)))
+
+
 @pytest.mark.parametrize("patch", ["explore_fp8_a_regs.patch", "explore_fp8_part192.patch", "explore_fp8_turns.patch",
                                    "explore_fp8_boxes.patch", "explore_fp8_128.patch", "explore_fp8_ahead.patch",
                                    "explore_fp8_sk.patch"])

@@ -165,6 +165,17 @@ if a == ["--version"]:
     print("NVIDIA (R) Nsight Compute Command Line Profiler\nVersion 0000.0.0 (stand-in)"); sys.exit(0)
 if a[:1] == ["--query-metrics"]:
     print("\n".join({known})); sys.exit(0)
+if "-i" in a:                              # the ledger's second step: a report's source page, as CSV
+    print('"Kernel Name","gemm_x"')
+    print('"Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)"')
+    for pc, sass, n in (("0010", "ULOP3.LUT UR4, UR4, 0x3fff0, URZ, 0xc0, !PT", "30"),
+                        ("0020", "QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR20], RZ, !UPT", "50"),
+                        ("0030", "@!P0 SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR8], R3", "15"), ("0040", "FADD R1, R1, R2", "5")):
+        print(f'"{pc}","{sass}","{n}","0"')
+    sys.exit(0)
+if "-o" in a:                              # the ledger's first step: a report with SourceCounters
+    open(a[a.index("-o") + 1] + ".ncu-rep", "w").write("report")
+    print("COUNTERS-CHECK: ok ledger run"); sys.exit(0)
 log = a[a.index("--log-file") + 1]
 kernel = a[a.index("-k") + 1][len("regex:^"):-1]
 kid = a[-1]
@@ -227,6 +238,47 @@ def test_pass_through_a_stand_in_ncu_writes_rows_json_and_record_sections(tmp_pa
     assert any(s.endswith("histogram.cu") for s in srcs) and any(s.endswith("counters.py") for s in srcs)
     out = capsys.readouterr().out
     assert "[3/3] ch03.hist_global" in out and "3/3 kernels profiled" in out
+
+
+SOURCE_PAGE = """==PROF== Connected
+"Kernel Name","gemm_fp8"
+"Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)","Instructions Executed"
+"00000a10","ULOP3.LUT UR5, UR5, 0x3fff0, URZ, 0xc0, !PT","1,200","1,100","512"
+"00000a20","@!UP1 USHF.R.U32.HI UR5, URZ, 0x4, UR5","300","280","512"
+"00000a30","QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR20], RZ, !UPT","2,000","10","2048"
+"00000a40","WARPGROUP.DEPBAR.LE gsb0, 0x0","500","500","512"
+"00000a50","FADD R24, R24, R88","1,000","900","65536"
+"00000a60","NOP","0","0","9"
+"""
+
+
+def test_the_source_page_becomes_a_ledger_of_samples_by_instruction_and_kind():
+    # a FORMAT sample of ncu's --page source --csv (made-up numbers; grouped digits as ncu prints them)
+    led = counters.parse_source_page(SOURCE_PAGE, top=3)
+    assert led["instructions"] == 6 and led["samples"] == 5000.0
+    assert led["sample column"] == "Warp Stall Sampling (All Samples)"
+    assert [x["opcode"] for x in led["top"]] == ["QGMMA", "ULOP3", "FADD"]
+    assert led["top"][1]["share"] == pytest.approx(0.24) and led["top"][1]["family"] == "uniform datapath"
+    assert led["by family"] == pytest.approx({"wgmma": 0.4, "uniform datapath": 0.3, "FP32 add/mul/fma": 0.2,
+                                              "wgmma fence/wait": 0.1, "other": 0.0})
+    assert counters.opcode("@!UP1 UTMASTG.2D [UR16], [UR34] ;") == "UTMASTG"
+    assert counters.family("SYNCS") == "barrier or mbarrier" and counters.family("IMAD") == "other"
+    assert "error" in counters.parse_source_page("==ERROR== no report")
+    assert "error" in counters.parse_source_page('"Address","Source","Instructions Executed"\n"0","NOP","1"\n')
+
+
+def test_the_ledgered_kernels_get_a_ledger_in_their_row(tmp_path, fake_ncu):
+    assert set(counters.LEDGERED) <= {k["id"] for k in counters.kernels()}
+    anew = next(k for k in counters.kernels() if k["id"] == "ch05.fp8_promote2_anew")
+    assert anew["defines"] == {"PROMOTE": 2, "DESC_STEP": 0} and anew["variant"]
+    rows = counters.profile_all(tmp_path, only="fp8_promote2_anew,fp8_promote1", save=True)
+    by = {r["id"]: r for r in rows}
+    assert "ledger" not in by["ch05.fp8_promote1"]
+    led = by["ch05.fp8_promote2_anew"]["ledger"]
+    assert led["ok"] and led["by family"]["uniform datapath"] == pytest.approx(0.3)
+    assert (tmp_path / "ncu_logs" / "ch05.fp8_promote2_anew_sass.csv").exists()
+    assert not list((tmp_path / "ncu_logs").glob("*.ncu-rep"))          # the report is not kept
+    assert [s for s, _, _ in fake_ncu] == ["ch05.counters"]
 
 
 def test_a_hang_a_wrong_check_and_a_rejected_metric_each_cost_one_row(tmp_path, fake_ncu):
