@@ -382,6 +382,19 @@ def test_the_stepped_descriptor_sentence_is_shown_only_when_the_ledgers_support_
     assert "do NOT support" in notes.ledger_why(counters(_ledger(0.12, 0.3), _ledger(0.06, 0.35), _ledger(0.01, 0.4)))
 
 
+def test_the_recorded_ledgers_support_the_stepped_descriptor_explanation():
+    # chapter 5 says why DESC_STEP=1: the record's ledgers (ch05.counters) must show it, on any machine
+    from judge import record
+    sys.path.insert(0, str(config.CHAPTERS_DIR / "05_blackwell"))
+    import notes
+    counters = record.figures("ch05.counters")
+    got = notes.ledgers(counters)
+    assert set(got) == set(notes.LEDGERS), sorted(got)
+    assert all(led["ok"] and led["samples"] > 1000 for led in got.values())
+    assert notes.LEDGER_CLAIM(got["ch05.fp8_promote2_anew"], got["ch05.fp8_promote2"], got["ch05.cublas_fp8_default"])
+    assert "NOT support" not in notes.ledger_why(counters)
+
+
 @pytest.mark.parametrize("patch", ["explore_fp8_a_regs.patch", "explore_fp8_part192.patch", "explore_fp8_turns.patch",
                                    "explore_fp8_boxes.patch", "explore_fp8_128.patch", "explore_fp8_ahead.patch",
                                    "explore_fp8_sk.patch"])
