@@ -246,6 +246,20 @@ def test_an_epilogue_run_after_the_next_tiles_first_add_is_wrong_on_the_model():
     assert not fp8.model_check(200, 776, 272, promote=2, build=b).ok
 
 
+@pytest.mark.parametrize("promote", [0, 2])
+def test_the_stmatrix_epilogue_matches_float64_and_a_row_named_by_the_wrong_lane_is_wrong(promote):
+    # explore_fp8_stsm.patch: lane 8 i + r names row r of matrix i (chunk j + i / 2, rows 8 (i % 2) + r); naming
+    # rows 8 (i / 2) + r instead puts the right values in the wrong rows
+    pytest.importorskip("ml_dtypes")
+    d = {"PROMOTE": promote} if promote else None
+    b = fp8.edited_build(patch="explore_fp8_stsm.patch", defines=d)
+    assert len(re.findall(r"\bSTSM\b", b.sass_of("gemm_fp8"))) == 16 and not re.search(r"\bSTS\b", b.sass_of("gemm_fp8"))
+    assert fp8.model_check(200, 264, 272, promote=promote, build=b).ok
+    bad = fp8.edited_build([("row = 16 * w + 8 * (i % 2) + r;", "row = 16 * w + 8 * (i / 2) + r;")],
+                           patch="explore_fp8_stsm.patch", defines=d)
+    assert not fp8.model_check(200, 264, 272, promote=promote, build=bad).ok
+
+
 def _explore():
     sys.path.insert(0, str(config.CHAPTERS_DIR / "04_wgmma"))
     import explore_h200
@@ -397,7 +411,7 @@ def test_the_recorded_ledgers_support_the_stepped_descriptor_explanation():
 
 @pytest.mark.parametrize("patch", ["explore_fp8_a_regs.patch", "explore_fp8_part192.patch", "explore_fp8_turns.patch",
                                    "explore_fp8_boxes.patch", "explore_fp8_128.patch", "explore_fp8_ahead.patch",
-                                   "explore_fp8_sk.patch"])
+                                   "explore_fp8_sk.patch", "explore_fp8_stsm.patch"])
 def test_the_exploration_patches_still_apply_to_the_kernel(patch):
     # explore_h200.py builds them from gemm_fp8.cu as it is; a kernel edit that breaks one says so here
     assert fp8.edited_source(patch=patch) != fp8._fp8_source().read_text()

@@ -83,6 +83,11 @@ INT_CASES = {
     "and.b32 %r4, %r2, 15;\n    bfe.u32 %r3, %r1, %r4, 9;": lambda a, b: (a >> (b & 15)) & 0x1FF,
     "and.b32 %r4, %r2, 15;\n    bfe.s32 %r3, %r1, %r4, 9;":
         lambda a, b: (((a >> (b & 15)) & 0x1FF) - (0x200 if (a >> ((b & 15) + 8)) & 1 else 0)) % M32,
+    # bfi: b with bits pos .. pos + len - 1 replaced by a's low bits (ptxas's way of packing bf16 pairs)
+    "bfi.b32 %r3, %r1, %r2, 3, 29;": lambda a, b: (b & 0x7) | ((a << 3) & 0xFFFFFFF8),
+    "and.b32 %r4, %r2, 31;\n    bfi.b32 %r3, %r1, %r2, %r4, 8;":
+        lambda a, b: (b & ~(0xFF << (b & 31)) | ((a & 0xFF) << (b & 31))) % M32,
+    "bfi.b32 %r3, %r1, %r2, 40, 8;": lambda a, b: b,
     "lop3.b32 %r3, %r1, %r2, 0xF0F0F0F0, 0xE8;": lambda a, b: (a & b) | (a & 0xF0F0F0F0) | (b & 0xF0F0F0F0),
     "prmt.b32 %r3, %r1, %r2, 0x7351;":
         lambda a, b: int.from_bytes(bytes(((a | b << 32).to_bytes(8, "little")[i]) for i in (1, 5, 3, 7)), "little"),

@@ -69,6 +69,48 @@ def test_shared_memory_round_trip_through_a_barrier_reverses_the_block():
     assert rep.counts["st.shared"] == 64 and rep.counts["ld.shared"] == 64 and rep.counts["bar.sync"] == 64
 
 
+@pytest.mark.parametrize("count", [4, 2, 1])
+def test_stmatrix_puts_each_lanes_registers_in_the_rows_other_lanes_name(count):
+    # one warp: lane L holds 4 words x[4 L .. 4 L + 3]; lane 8 i + r names row r of matrix i at slot (7 (8 i + r)) % 32
+    # of buf (16 bytes a row, a permutation); register i of lane L is word L % 4 of row L / 4 of matrix i
+    x = np.random.default_rng().integers(0, 2**32, 128, dtype=np.uint64).astype(np.uint32)
+    out = np.zeros(128, np.uint32)
+    regs = ", ".join(f"%r{10 + i}" for i in range(count))
+    rep = _run(f"""
+    mul.wide.u32 %rd6, %r0, 16;
+    add.s64 %rd7, %rd1, %rd6;
+    ld.global.v4.u32 {{%r10, %r11, %r12, %r13}}, [%rd7];
+    mul.lo.u32 %r5, %r0, 7;
+    and.b32 %r5, %r5, 31;
+    shl.b32 %r5, %r5, 4;
+    add.u32 %r6, %r1, %r5;
+    stmatrix.sync.aligned.m8n8.x{count}.shared.b16 [%r6], {{{regs}}};
+    bar.sync 0;
+    shl.b32 %r7, %r0, 4;
+    add.u32 %r8, %r1, %r7;
+    ld.shared.v4.u32 {{%r20, %r21, %r22, %r23}}, [%r8];
+    add.s64 %rd8, %rd2, %rd6;
+    st.global.v4.u32 [%rd8], {{%r20, %r21, %r22, %r23}};
+""", x, out, block=32)
+    want = np.zeros(128, np.uint32)
+    for i in range(count):
+        for r in range(8):
+            slot = (7 * (8 * i + r)) % 32
+            for c in range(4):
+                want[4 * slot + c] = x[4 * (4 * r + c) + i]
+    written = np.zeros(32, bool)
+    written[[(7 * (8 * i + r)) % 32 for i in range(count) for r in range(8)]] = True
+    assert np.array_equal(out.reshape(32, 4)[written], want.reshape(32, 4)[written])
+    assert rep.counts["stmatrix"] == 32 * count
+
+
+def test_stmatrix_transposed_is_refused_as_not_modelled():
+    with pytest.raises(model.Unsupported, match="trans"):
+        _run("""
+    stmatrix.sync.aligned.m8n8.x1.trans.shared.b16 [%r1], {%r0};
+""", np.zeros(32, np.float32), np.zeros(32, np.float32), block=32)
+
+
 def test_generic_addresses_reach_shared_memory_through_cvta():
     x = _rand()
     out = np.full(64, np.nan, np.float32)

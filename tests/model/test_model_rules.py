@@ -195,6 +195,9 @@ CASES = {
     @%p1 clusterlaunchcontrol.query_cancel.is_canceled.pred.b128 %p5, %q1;   // false: one block, none left
     @%p1 clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%r1+16], [%r3];
 """, {}),
+    "warp-aligned": ("""
+    @%p1 stmatrix.sync.aligned.m8n8.x1.shared.b16 [%r1], {%r0};   // thread 0 alone
+""", {}),
     "wgmma-aligned": ("""
     wgmma.fence.sync.aligned;
     @%p1 wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%f1, %f2, %f3, %f4}, %rd7, %rd8, 0, 1, 1, 0, 0;

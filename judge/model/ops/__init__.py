@@ -7,9 +7,9 @@ family (one exception, named in tests/model/test_model_layout.py EXTENDS: tcgen0
 and uses its helpers). To add an instruction: write `@op("name") def factory(m, ins) -> run(ins, mask, full)` in
 its family (or a new module in this folder) and a test in tests/test_model_ops_*.py (and a breaking case in tests/model/test_model_rules.py for a new rule).
 
-    alu        add ... fma, setp, selp, mov, bfe, lop3, prmt, shf
+    alu        add ... fma, setp, selp, mov, bfe, bfi, lop3, prmt, shf
     convert    cvt, cvta
-    memory     ld, ldu, st, atom, red
+    memory     ld, ldu, st, atom, red, stmatrix (not .trans)
     control    bra, exit, ret, trap, and hints with no observable effect
     barriers   bar / barrier (block), bar.warp.sync, barrier.cluster, fence
     warp       shfl.sync, vote, activemask, elect.sync

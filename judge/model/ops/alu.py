@@ -1,4 +1,4 @@
-"""judge.model.ops.alu - integer, bit and float arithmetic: add ... fma, setp, selp, mov, bfe, lop3, prmt, shf.
+"""judge.model.ops.alu - integer, bit and float arithmetic: add ... fma, setp, selp, mov, bfe, bfi, lop3, prmt, shf.
 
 Registered with judge.model.registry; tested by tests/model/test_model_ops_alu.py. Every lane computes in
 NumPy: integers wrap in two's complement at the type's width, floats are computed in float64 and
@@ -343,6 +343,28 @@ def mov(m, ins):
         m.wr(d, m.rd(a, ty, ins), mask, full)
     return copy
 
+
+
+@op("bfi")
+def bfi(m, ins):
+    """bfi.b32 / .b64 f, a, b, c, d: b with bits c .. c + d - 1 replaced by the low d bits of a (c and d taken
+    modulo 256; bits past the top of the type are dropped). RULE (PTX ISA, bfi)."""
+    ty = types(ins.parts)[-1]
+    f, a, b, c, d = ins.args
+    bits = 8 * np.dtype(DT[ty]).itemsize
+
+    def insert(ins, mask, full):
+        x = np.broadcast_to(np.asarray(m.rd(a, ty, ins)).view(STORE[bits // 8]).astype(np.uint64), (m.n,))
+        y = np.broadcast_to(np.asarray(m.rd(b, ty, ins)).view(STORE[bits // 8]).astype(np.uint64), (m.n,))
+        pos = np.broadcast_to(np.asarray(m.rd(c, "u32", ins)).astype(np.int64) & 0xFF, (m.n,))
+        ln = np.broadcast_to(np.asarray(m.rd(d, "u32", ins)).astype(np.int64) & 0xFF, (m.n,))
+        out = []
+        for xv, yv, p, n in zip(x.tolist(), y.tolist(), pos.tolist(), ln.tolist()):
+            field = ((1 << n) - 1) << p if p < bits else 0
+            field &= (1 << bits) - 1
+            out.append((yv & ~field | (xv << p) & field) & ((1 << bits) - 1) if p < bits else yv)
+        m.wr(f, np.array(out, np.uint64).astype(STORE[bits // 8]).view(DT[ty]), mask, full)
+    return insert
 
 
 @op("bfe")

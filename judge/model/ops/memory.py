@@ -1,4 +1,5 @@
-"""judge.model.ops.memory - ld, ldu, st, atom, red: global, shared (::cta and ::cluster), param, local, const.
+"""judge.model.ops.memory - ld, ldu, st, atom, red: global, shared (::cta and ::cluster), param, local, const;
+stmatrix (a warp's 8 x 8 b16 matrices from registers into shared memory).
 
 Registered with judge.model.registry; tested by tests/model/test_model_ops_memory.py. A shared-memory read
 is checked against the word's state (judge.model.checks.check_read: unlanded or invisible bytes read
@@ -61,17 +62,7 @@ def load_store(m, ins):
                 m.taint_load("shared", cta, off, w, lanes)     # "the feature carries the data" (tcgen05.ld)
                 m.counts["ld.shared"] += len(lanes)
             else:
-                st = m.w_state[cta[:, None], words]
-                if ((st == CPA_PENDING) | (st == TMA_PENDING)).any() or (m.bulk_reading[cta[:, None], words] > 0).any():
-                    checks.check_overwrite(m, cta, words, lanes, ins, "st.shared")
-                m.sm[cta[:, None], off[:, None] + np.arange(w)] = data
-                m.taint_store("shared", cta, off, w, lanes)
-                m.w_state[cta[:, None], words] = GENERIC
-                m.w_thread[cta[:, None], words] = lanes[:, None]
-                m.w_time[cta[:, None], words] = m.gtime
-                m.w_atomic[cta[:, None], words] = False
-                m.counts["st.shared"] += len(lanes)
-                m.counts["smem_fill.st.shared.bytes"] += len(lanes) * w
+                _write_shared(m, cta, off, words, data, lanes, ins, "st.shared")
         elif sp == "global" or sp == "const":
             if is_ld:
                 data = m.gload(a, w, lanes, ins)
@@ -105,6 +96,64 @@ def load_store(m, ins):
                 full_v[lanes] = vals[:, i]
                 m.wr(it, full_v, mask, full)
     return access
+
+
+def _write_shared(m, cta, off, words, data, lanes, ins, what):
+    """The bytes `data` (lanes x w) into shared memory at (cta, off) per lane: a store into bytes an
+    asynchronous copy still writes or reads is checked (check_overwrite); the words become generic writes
+    of these lanes, now."""
+    w = data.shape[1]
+    st = m.w_state[cta[:, None], words]
+    if ((st == CPA_PENDING) | (st == TMA_PENDING)).any() or (m.bulk_reading[cta[:, None], words] > 0).any():
+        checks.check_overwrite(m, cta, words, lanes, ins, what)
+    m.sm[cta[:, None], off[:, None] + np.arange(w)] = data
+    m.taint_store("shared", cta, off, w, lanes)
+    m.w_state[cta[:, None], words] = GENERIC
+    m.w_thread[cta[:, None], words] = lanes[:, None]
+    m.w_time[cta[:, None], words] = m.gtime
+    m.w_atomic[cta[:, None], words] = False
+    m.counts[what] += len(lanes)
+    m.counts[f"smem_fill.{what}.bytes"] += len(lanes) * w
+
+
+@op("stmatrix")
+def stmatrix(m, ins):
+    """stmatrix.sync.aligned.m8n8.x1/.x2/.x4.shared{::cta}.b16 [p], {r0, ...}: the warp stores 1, 2 or 4 matrices
+    of 8 x 8 b16. RULE (PTX ISA, stmatrix): lane 8 i + r gives the address of row r of matrix i (16 contiguous
+    bytes); register ri of lane L holds row L / 4, columns 2 (L % 4) and 2 (L % 4) + 1 of matrix i, the layout
+    of one warp's m16n8 piece of a wgmma accumulator. .trans is not modelled."""
+    if "trans" in ins.parts:
+        raise Unsupported(ins.op, "stmatrix .trans (the transposed store)")
+    count = 4 if "x4" in ins.parts else 2 if "x2" in ins.parts else 1
+    if m.space_of(ins) not in ("shared", "generic"):
+        raise Unsupported(ins.op, f"stmatrix in state space {m.space_of(ins)}")
+    dst, regs = ins.args[0], ins.args[1]
+    items = regs.items if regs.kind == "vec" else [regs]
+    if len(items) != count:
+        raise Unsupported(ins.op, f"{len(items)} registers for .x{count}")
+
+    def store(ins, mask, full):
+        lanes = np.nonzero(mask)[0]
+        for w0 in np.unique(lanes // 32):
+            if np.count_nonzero(mask[32 * w0:32 * w0 + 32]) != 32:
+                m.fail("warp-aligned", ins, f"{int(np.count_nonzero(mask[32 * w0:32 * w0 + 32]))} lanes of warp {int(w0)} "
+                       f"executed {ins.op}; all 32 must execute it together")
+        a = m.addr(dst, ins)
+        rows = lanes[lanes % 32 < 8 * count]
+        if (a[rows] % np.uint64(16)).any():
+            m.fail("alignment", ins, f"{ins.op}: a row address is not 16-byte aligned (each row is 16 contiguous bytes)")
+        base = lanes - lanes % 32
+        lane = lanes % 32
+        for i, it in enumerate(items):
+            v = np.broadcast_to(np.asarray(m.rd(it, "b32", ins)).astype(np.uint32), (m.n,))
+            target = np.zeros(m.n, np.uint64)
+            target[lanes] = a[base + 8 * i + lane // 4] + np.uint64(4) * (lane % 4).astype(np.uint64)
+            cta, off = m.smem_split(target, lanes, ins, cluster_ok=False)
+            checks.check_smem_range(m, off, 4, lanes, ins)
+            words = m.words_of(off, 4)
+            data = np.ascontiguousarray(v[lanes]).view(np.uint8).reshape(len(lanes), 4)
+            _write_shared(m, cta, off, words, data, lanes, ins, "stmatrix")
+    return store
 
 
 @op("atom", "red")
