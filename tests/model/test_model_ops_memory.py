@@ -104,11 +104,80 @@ def test_stmatrix_puts_each_lanes_registers_in_the_rows_other_lanes_name(count):
     assert rep.counts["stmatrix"] == 32 * count
 
 
-def test_stmatrix_transposed_is_refused_as_not_modelled():
-    with pytest.raises(model.Unsupported, match="trans"):
+def _matrices(words: np.ndarray, count: int) -> np.ndarray:
+    """The count 8 x 8 b16 matrices held in `words` (32 lanes x 4 registers of b32) by ldmatrix's layout,
+    as (count, 8, 8) uint16: register i of lane L holds row L // 4, columns 2 (L % 4), + 1 of matrix i."""
+    h = words.reshape(32, 4).view(np.uint16).reshape(32, 4, 2)
+    out = np.zeros((count, 8, 8), np.uint16)
+    for i in range(count):
+        for lane in range(32):
+            out[i, lane // 4, 2 * (lane % 4):2 * (lane % 4) + 2] = h[lane, i]
+    return out
+
+
+@pytest.mark.parametrize("count", [4, 2, 1])
+@pytest.mark.parametrize("trans", [False, True])
+def test_ldmatrix_reads_rows_other_lanes_name_and_trans_reads_them_by_column(count, trans):
+    # buf holds 32 random rows of 16 bytes; lane 8 i + r names row (7 (8 i + r)) % 32 as row r of matrix i
+    x = np.random.default_rng().integers(0, 2**32, 128, dtype=np.uint64).astype(np.uint32)
+    out = np.zeros(128, np.uint32)
+    regs = ", ".join(f"%r{10 + i}" for i in range(count))
+    rep = _run(f"""
+    mul.wide.u32 %rd6, %r0, 16;
+    add.s64 %rd7, %rd1, %rd6;
+    ld.global.v4.u32 {{%r20, %r21, %r22, %r23}}, [%rd7];
+    shl.b32 %r7, %r0, 4;
+    add.u32 %r8, %r1, %r7;
+    st.shared.v4.u32 [%r8], {{%r20, %r21, %r22, %r23}};
+    bar.sync 0;
+    mul.lo.u32 %r5, %r0, 7;
+    and.b32 %r5, %r5, 31;
+    shl.b32 %r5, %r5, 4;
+    add.u32 %r6, %r1, %r5;
+    mov.u32 %r10, 0; mov.u32 %r11, 0; mov.u32 %r12, 0; mov.u32 %r13, 0;
+    ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.shared.b16 {{{regs}}}, [%r6];
+    add.s64 %rd8, %rd2, %rd6;
+    st.global.v4.u32 [%rd8], {{%r10, %r11, %r12, %r13}};
+""", x, out, block=32)
+    rows = x.reshape(32, 4).view(np.uint16).reshape(32, 8)           # row s of buf: 8 b16
+    want = np.stack([rows[[(7 * (8 * i + r)) % 32 for r in range(8)]] for i in range(count)])
+    got = _matrices(out, count)
+    assert np.array_equal(got, want.transpose(0, 2, 1) if trans else want)
+    assert rep.counts["ldmatrix"] == 32 * count * (2 if trans else 1)
+
+
+def test_stmatrix_trans_undoes_ldmatrix_trans():
+    # ldmatrix.trans then stmatrix.trans to other rows: the rows arrive as they were
+    x = np.random.default_rng().integers(0, 2**32, 128, dtype=np.uint64).astype(np.uint32)
+    out = np.zeros(128, np.uint32)
+    _run("""
+    mul.wide.u32 %rd6, %r0, 16;
+    add.s64 %rd7, %rd1, %rd6;
+    ld.global.v4.u32 {%r20, %r21, %r22, %r23}, [%rd7];
+    shl.b32 %r7, %r0, 4;
+    add.u32 %r8, %r1, %r7;
+    st.shared.v4.u32 [%r8], {%r20, %r21, %r22, %r23};
+    bar.sync 0;
+    ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%r10, %r11, %r12, %r13}, [%r8];
+    add.u32 %r9, %r8, 1024;
+    stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%r9], {%r10, %r11, %r12, %r13};
+    bar.sync 0;
+    ld.shared.v4.u32 {%r20, %r21, %r22, %r23}, [%r9];
+    add.s64 %rd8, %rd2, %rd6;
+    st.global.v4.u32 [%rd8], {%r20, %r21, %r22, %r23};
+""", x, out, block=32)
+    assert np.array_equal(out, x)
+
+
+def test_ldmatrix_of_bytes_a_copy_has_not_landed_is_a_violation():
+    # thread 0 copies 16 bytes into buf with cp.async; the warp reads them with ldmatrix before any wait
+    with pytest.raises(model.Violation) as e:
         _run("""
-    stmatrix.sync.aligned.m8n8.x1.trans.shared.b16 [%r1], {%r0};
-""", np.zeros(32, np.float32), np.zeros(32, np.float32), block=32)
+    setp.eq.u32 %p1, %r0, 0;
+    @%p1 cp.async.ca.shared.global [%r1], [%rd1], 16;
+    ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r10}, [%r1];
+""", np.ones(64, np.float32), np.zeros(64, np.float32), block=32)
+    assert e.value.rule in ("cp.async-wait", "cp.async-visibility"), e.value
 
 
 def test_generic_addresses_reach_shared_memory_through_cvta():

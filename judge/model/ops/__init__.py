@@ -9,7 +9,7 @@ its family (or a new module in this folder) and a test in tests/test_model_ops_*
 
     alu        add ... fma, setp, selp, mov, bfe, bfi, lop3, prmt, shf
     convert    cvt, cvta
-    memory     ld, ldu, st, atom, red, stmatrix (not .trans)
+    memory     ld, ldu, st, atom, red, ldmatrix, stmatrix
     control    bra, exit, ret, trap, and hints with no observable effect
     barriers   bar / barrier (block), bar.warp.sync, barrier.cluster, fence
     warp       shfl.sync, vote, activemask, elect.sync

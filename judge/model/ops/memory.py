@@ -1,5 +1,5 @@
 """judge.model.ops.memory - ld, ldu, st, atom, red: global, shared (::cta and ::cluster), param, local, const;
-stmatrix (a warp's 8 x 8 b16 matrices from registers into shared memory).
+ldmatrix and stmatrix (a warp's 8 x 8 b16 matrices between shared memory and registers).
 
 Registered with judge.model.registry; tested by tests/model/test_model_ops_memory.py. A shared-memory read
 is checked against the word's state (judge.model.checks.check_read: unlanded or invisible bytes read
@@ -51,16 +51,7 @@ def load_store(m, ins):
             if m.ncta > 1:
                 checks.check_cross(m, cta, words, lanes, ins, atomic=False)
             if is_ld:
-                bad = checks.check_read(m, cta, words, lanes, ins)
-                data = m.sm[cta[:, None], off[:, None] + np.arange(w)]
-                if bad is not None and bad.any():       # (strict=False) what may not be seen is poison
-                    nb = np.repeat(bad, 4, axis=1)[:, :w] if w >= 4 else np.broadcast_to(bad[:, :1], (len(lanes), w))
-                    poison = np.broadcast_to(np.frombuffer(np.uint32(POISON32).tobytes(), np.uint8),
-                                             (len(lanes), max(w, 4) // 4, 4)).reshape(len(lanes), -1)[:, :w]
-                    data = np.where(nb, poison, data)
-                checks.note_read(m, cta, words, lanes, m.cur_pc)
-                m.taint_load("shared", cta, off, w, lanes)     # "the feature carries the data" (tcgen05.ld)
-                m.counts["ld.shared"] += len(lanes)
+                data = _read_shared(m, cta, off, words, w, lanes, ins, "ld.shared")
             else:
                 _write_shared(m, cta, off, words, data, lanes, ins, "st.shared")
         elif sp == "global" or sp == "const":
@@ -116,44 +107,91 @@ def _write_shared(m, cta, off, words, data, lanes, ins, what):
     m.counts[f"smem_fill.{what}.bytes"] += len(lanes) * w
 
 
-@op("stmatrix")
-def stmatrix(m, ins):
-    """stmatrix.sync.aligned.m8n8.x1/.x2/.x4.shared{::cta}.b16 [p], {r0, ...}: the warp stores 1, 2 or 4 matrices
-    of 8 x 8 b16. RULE (PTX ISA, stmatrix): lane 8 i + r gives the address of row r of matrix i (16 contiguous
-    bytes); register ri of lane L holds row L / 4, columns 2 (L % 4) and 2 (L % 4) + 1 of matrix i, the layout
-    of one warp's m16n8 piece of a wgmma accumulator. .trans is not modelled."""
-    if "trans" in ins.parts:
-        raise Unsupported(ins.op, "stmatrix .trans (the transposed store)")
+def _read_shared(m, cta, off, words, w, lanes, ins, what):
+    """w bytes per lane from shared memory at (cta, off): the words' state checked (check_read; what may not
+    be seen reads as poison), the read noted for the race checks, counted under `what`."""
+    bad = checks.check_read(m, cta, words, lanes, ins)
+    data = m.sm[cta[:, None], off[:, None] + np.arange(w)]
+    if bad is not None and bad.any():       # (strict=False) what may not be seen is poison
+        nb = np.repeat(bad, 4, axis=1)[:, :w] if w >= 4 else np.broadcast_to(bad[:, :1], (len(lanes), w))
+        poison = np.broadcast_to(np.frombuffer(np.uint32(POISON32).tobytes(), np.uint8),
+                                 (len(lanes), max(w, 4) // 4, 4)).reshape(len(lanes), -1)[:, :w]
+        data = np.where(nb, poison, data)
+    checks.note_read(m, cta, words, lanes, m.cur_pc)
+    m.taint_load("shared", cta, off, w, lanes)
+    m.counts[what] += len(lanes)
+    return data
+
+
+@op("ldmatrix", "stmatrix")
+def matrix_fragments(m, ins):
+    """ldmatrix / stmatrix .sync.aligned.m8n8.x1/.x2/.x4{.trans}{.shared{::cta}}.b16 [p], {r0, ...}: the warp
+    loads or stores 1, 2 or 4 matrices of 8 x 8 b16 between shared memory and registers.
+    RULE (PTX ISA, ldmatrix / stmatrix): lane 8 i + r gives the address of row r of matrix i (16 contiguous
+    bytes, 16-byte aligned). Register i of lane L holds, without .trans, row L / 4, columns 2 (L % 4) and
+    2 (L % 4) + 1 of matrix i (one warp's m16n8 piece of a wgmma accumulator, or of an A fragment, is two such
+    matrices); with .trans, column L / 4 of rows 2 (L % 4) and 2 (L % 4) + 1 (the matrix read or written
+    column by column)."""
+    is_ld = ins.parts[0] == "ldmatrix"
+    if "m8n8" not in ins.parts or "b16" not in ins.parts:
+        raise Unsupported(ins.op, f"{ins.parts[0]} shapes other than .m8n8 .b16")
+    trans = "trans" in ins.parts
     count = 4 if "x4" in ins.parts else 2 if "x2" in ins.parts else 1
     if m.space_of(ins) not in ("shared", "generic"):
-        raise Unsupported(ins.op, f"stmatrix in state space {m.space_of(ins)}")
-    dst, regs = ins.args[0], ins.args[1]
+        raise Unsupported(ins.op, f"{ins.parts[0]} in state space {m.space_of(ins)}")
+    regs, where = (ins.args[0], ins.args[1]) if is_ld else (ins.args[1], ins.args[0])
     items = regs.items if regs.kind == "vec" else [regs]
     if len(items) != count:
         raise Unsupported(ins.op, f"{len(items)} registers for .x{count}")
+    what = ins.parts[0]
 
-    def store(ins, mask, full):
+    def pieces(a, lanes, i):
+        """(address per lane, bytes, byte offset in the register) of matrix i's parts in this lane's register."""
+        base, lane = lanes - lanes % 32, lanes % 32
+        out = []
+        if not trans:
+            t = np.zeros(m.n, np.uint64)
+            t[lanes] = a[base + 8 * i + lane // 4] + np.uint64(4) * (lane % 4).astype(np.uint64)
+            out.append((t, 4, 0))
+        else:
+            for half in (0, 1):
+                t = np.zeros(m.n, np.uint64)
+                t[lanes] = a[base + 8 * i + 2 * (lane % 4) + half] + np.uint64(2) * (lane // 4).astype(np.uint64)
+                out.append((t, 2, 2 * half))
+        return out
+
+    def move_fragments(ins, mask, full):
         lanes = np.nonzero(mask)[0]
         for w0 in np.unique(lanes // 32):
-            if np.count_nonzero(mask[32 * w0:32 * w0 + 32]) != 32:
-                m.fail("warp-aligned", ins, f"{int(np.count_nonzero(mask[32 * w0:32 * w0 + 32]))} lanes of warp {int(w0)} "
-                       f"executed {ins.op}; all 32 must execute it together")
-        a = m.addr(dst, ins)
+            k = int(np.count_nonzero(mask[32 * w0:32 * w0 + 32]))
+            if k != 32:
+                m.fail("warp-aligned", ins, f"{k} lanes of warp {int(w0)} executed {ins.op}; all 32 must execute it together")
+        a = m.addr(where, ins)
+        if m.space_of(ins) == "generic":
+            sp, a = m.resolve_generic(a, lanes, ins)
+            if sp != "shared":
+                raise Unsupported(ins.op, f"{what} through a generic address of {sp} memory")
         rows = lanes[lanes % 32 < 8 * count]
         if (a[rows] % np.uint64(16)).any():
             m.fail("alignment", ins, f"{ins.op}: a row address is not 16-byte aligned (each row is 16 contiguous bytes)")
-        base = lanes - lanes % 32
-        lane = lanes % 32
         for i, it in enumerate(items):
-            v = np.broadcast_to(np.asarray(m.rd(it, "b32", ins)).astype(np.uint32), (m.n,))
-            target = np.zeros(m.n, np.uint64)
-            target[lanes] = a[base + 8 * i + lane // 4] + np.uint64(4) * (lane % 4).astype(np.uint64)
-            cta, off = m.smem_split(target, lanes, ins, cluster_ok=False)
-            checks.check_smem_range(m, off, 4, lanes, ins)
-            words = m.words_of(off, 4)
-            data = np.ascontiguousarray(v[lanes]).view(np.uint8).reshape(len(lanes), 4)
-            _write_shared(m, cta, off, words, data, lanes, ins, "stmatrix")
-    return store
+            reg = np.zeros((len(lanes), 4), np.uint8)
+            if not is_ld:
+                v = np.broadcast_to(np.asarray(m.rd(it, "b32", ins)).astype(np.uint32), (m.n,))
+                reg = np.ascontiguousarray(v[lanes]).view(np.uint8).reshape(len(lanes), 4)
+            for target, w, at in pieces(a, lanes, i):
+                cta, off = m.smem_split(target, lanes, ins, cluster_ok=False)
+                checks.check_smem_range(m, off, w, lanes, ins)
+                words = m.words_of(off, w)
+                if is_ld:
+                    reg[:, at:at + w] = _read_shared(m, cta, off, words, w, lanes, ins, what)
+                else:
+                    _write_shared(m, cta, off, words, np.ascontiguousarray(reg[:, at:at + w]), lanes, ins, what)
+            if is_ld:
+                out = np.zeros(m.n, np.uint32)
+                out[lanes] = np.ascontiguousarray(reg).view(np.uint32).ravel()
+                m.wr(it, out, mask, full)
+    return move_fragments
 
 
 @op("atom", "red")
