@@ -302,6 +302,19 @@ def _fp8_against_cublas(fp8, builds: dict, res: dict, file: str, key: str = "{n}
     return True
 
 
+def _fp8_runs(fp8, builds: dict, file: str, t0: float, keys=("{n}", "{n} again")) -> int:
+    """_fp8_against_cublas once per key (each a run at 4096^3 and 8192^3), the clocks before and after, res into
+    OUT/file; 0, or 1 when a check before timing failed."""
+    res = {"smi": [smi()]}
+    for key in keys:
+        if not _fp8_against_cublas(fp8, builds, res, file, key=key):
+            return 1
+    res["smi"].append(smi())
+    (OUT / file).write_text(json.dumps(res, indent=1, default=str))
+    say(res["smi"], f"{time.time() - t0:.0f}s")
+    return 0
+
+
 CUBLAS_KINDS = ("bf16", "fp8 fast", "fp8 default")
 
 
@@ -387,13 +400,7 @@ def round10() -> int:
               "promote1 g16": (fp8.edited_build(g16, defines={"PROMOTE": 1}), 1),
               "promote2": (fp8.wgmma_fp8_build(2), 2),
               "promote2 g16": (fp8.edited_build(g16, defines={"PROMOTE": 2}), 2)}
-    res = {"smi": [smi()]}
-    if not _fp8_against_cublas(fp8, builds, res, "round10.json"):
-        return 1
-    res["smi"].append(smi())
-    (OUT / "round10.json").write_text(json.dumps(res, indent=1, default=str))
-    say(res["smi"], f"{time.time() - t0:.0f}s")
-    return 0
+    return _fp8_runs(fp8, builds, "round10.json", t0, keys=("{n}",))
 
 
 def round11() -> int:
@@ -406,15 +413,7 @@ def round11() -> int:
     builds = {"promote2": (fp8.wgmma_fp8_build(2), 2),
               "promote2 turns": (fp8.edited_build(patch="explore_fp8_turns.patch",
                                                   defines={"PROMOTE": 2, "TURNS": 1}), 2)}
-    res = {"smi": [smi()]}
-    if not _fp8_against_cublas(fp8, builds, res, "round11.json"):
-        return 1
-    if not _fp8_against_cublas(fp8, builds, res, "round11.json", key="{n} again"):
-        return 1
-    res["smi"].append(smi())
-    (OUT / "round11.json").write_text(json.dumps(res, indent=1, default=str))
-    say(res["smi"], f"{time.time() - t0:.0f}s")
-    return 0
+    return _fp8_runs(fp8, builds, "round11.json", t0)
 
 
 def round12() -> int:
@@ -435,58 +434,16 @@ def round12() -> int:
     builds = {"promote2": (fp8.wgmma_fp8_build(2), 2), "promote2 g24": (group(True, 24), 2),
               "promote2 g32": (group(True, 32), 2), "kernel": (fp8.wgmma_fp8_build(0), 0),
               "kernel g4": (group(False, 4), 0)}
-    res = {"smi": [smi()]}
-    for key in ("{n}", "{n} again"):
-        if not _fp8_against_cublas(fp8, builds, res, "round12.json", key=key):
-            return 1
-    res["smi"].append(smi())
-    (OUT / "round12.json").write_text(json.dumps(res, indent=1, default=str))
-    say(res["smi"], f"{time.time() - t0:.0f}s")
-    return 0
+    return _fp8_runs(fp8, builds, "round12.json", t0)
 
 
-def sass_ledger(kid: str, kernel: str, log_dir: Path, regex: bool = False, top: int = 40) -> dict:
-    """ncu's source page for one launch of the counters child `kid`: every SASS instruction of the kernel
-    with its warp-state samples (SourceCounters). The CSV is kept in log_dir; returned: the columns, and the
-    `top` instructions by samples with their share of all samples."""
-    import csv
-    import io
+def sass_ledger(kid: str, kernel: str, log_dir: Path, regex: bool = False) -> dict:
+    """ncu's source page for one launch of the counters child `kid`, read as the counters pass reads its ledgers
+    (judge.record.counters.ledger_one: SourceCounters, warp samples per SASS instruction and kind; the CSV kept
+    in log_dir)."""
     from judge.record import counters
-    ncu = counters._ncu() or "ncu"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    rep = log_dir / kid
-    sel = f"regex:{kernel}" if regex else f"regex:^{kernel}$"
-    cmd = [ncu, "--target-processes", "all", "-k", sel, "-c", "1", "--clock-control", "none",
-           "--section", "SourceCounters", "--section", "WarpStateStats", "--import-source", "no",
-           "-f", "-o", str(rep), sys.executable, "-m", "judge.record.counters", "--run", kid]
-    rc, out = counters._run(cmd, 300, env)
-    check = [ln for ln in out.splitlines() if ln.startswith("COUNTERS-CHECK:")]
-    page = subprocess.run([ncu, "-i", f"{rep}.ncu-rep", "--page", "source", "--csv", "--print-source", "sass"],
-                          capture_output=True, text=True, timeout=300)
-    (log_dir / f"{kid}_sass.csv").write_text(page.stdout + page.stderr)
-    lines = [ln for ln in page.stdout.splitlines() if ln.startswith('"')]
-    if not lines:
-        return {"rc": rc, "check": check, "error": (out + page.stderr)[-1500:]}
-    rows = [r for r in csv.reader(io.StringIO("\n".join(lines))) if r and r[0] != "Kernel Name"]
-    head, body = rows[0], rows[1:]
-    col = next((i for i, h in enumerate(head) if "Sampling" in h and "All" in h), None)
-    if col is None:
-        col = next((i for i, h in enumerate(head) if "Sampling" in h), None)
-    src = next((i for i, h in enumerate(head) if h.strip() == "Source"), 1)
-    if col is None:
-        return {"rc": rc, "check": check, "columns": head}
-
-    def num(x):
-        try:
-            return float(x.replace(",", ""))
-        except ValueError:
-            return 0.0
-    total = sum(num(r[col]) for r in body if len(r) > col) or 1.0
-    ranked = sorted((r for r in body if len(r) > col), key=lambda r: -num(r[col]))[:top]
-    return {"rc": rc, "check": check, "columns": head, "total samples": total,
-            "top": [{"pc": r[0], "sass": r[src][:90], "share": num(r[col]) / total,
-                     **{h: r[i] for i, h in enumerate(head) if "stall" in h.lower() and r[i] not in ("0", "")}}
-                    for r in ranked]}
+    return counters.ledger_one({"id": kid, "kernel": kernel, "regex": regex}, log_dir, counters._ncu() or "ncu",
+                               timeout=300)
 
 
 def round13() -> int:
@@ -507,10 +464,10 @@ def round13() -> int:
                                ("ch05.cublas_fp8_fast", "nvjet|sm90", True)):
         r = sass_ledger(kid, kernel, log_dir, regex)
         res["ledger"][kid] = r
-        say(f"LEDGER {kid}: rc {r.get('rc')} {r.get('check')} samples {r.get('total samples')} {r.get('error', '')}")
-        say("   columns: " + " | ".join(r.get("columns", [])[:40]))
+        say(f"LEDGER {kid}: {r.get('check')} samples {r.get('samples')} {r.get('error', '')}")
+        say(f"   by family: {r.get('by family')}")
         for x in r.get("top", [])[:30]:
-            say(f"   {x['pc']:>6s} {x['share']:6.3f} {x['sass']}")
+            say(f"   {x['address']:>6s} {x['share']:6.3f} {x['sass']}")
         (OUT / "round13.json").write_text(json.dumps(res, indent=1, default=str))
     say(f"ledgers {time.time() - t0:.0f}s")
     loop = "#pragma unroll\n      for (int h = 0; h < BN / 128; ++h) {"
@@ -538,14 +495,7 @@ def _fp8_changed(file: str, label: str, defines: dict | None = None, patch: str 
         builds[name] = (fp8.wgmma_fp8_build(level), level)
         changed = {**(defines or {}), **({"PROMOTE": level} if level else {})}
         builds[f"{name} {label}"] = (fp8.edited_build(patch=patch, defines=changed or None), level)
-    res = {"smi": [smi()]}
-    for key in ("{n}", "{n} again"):
-        if not _fp8_against_cublas(fp8, builds, res, file, key=key):
-            return 1
-    res["smi"].append(smi())
-    (OUT / file).write_text(json.dumps(res, indent=1, default=str))
-    say(res["smi"], f"{time.time() - t0:.0f}s")
-    return 0
+    return _fp8_runs(fp8, builds, file, t0)
 
 
 def round14() -> int:
@@ -643,14 +593,7 @@ def round18() -> int:
         for group in (16, 8):
             builds[f"promote2 128 t{turns} g{group}"] = (fp8.edited_build(
                 patch="explore_fp8_128.patch", defines={**small, "GROUP_M": group, "EPI_TURNS": turns}), 6)
-    res = {"smi": [smi()]}
-    for key in ("{n}", "{n} again"):
-        if not _fp8_against_cublas(fp8, builds, res, "round18.json", key=key):
-            return 1
-    res["smi"].append(smi())
-    (OUT / "round18.json").write_text(json.dumps(res, indent=1, default=str))
-    say(res["smi"], f"{time.time() - t0:.0f}s")
-    return 0
+    return _fp8_runs(fp8, builds, "round18.json", t0)
 
 
 def round19() -> int:
@@ -673,14 +616,7 @@ def round19() -> int:
     fp8.FP8_TILE[6], fp8.FP8_STAGES[6], fp8.FP8_CLUSTER[6] = (128, 128), 6, 1     # round18's tiles
     builds["promote2 ahead 128"] = (fp8.edited_build(patch=patch, defines={
         "PROMOTE": 2, "EPI_AHEAD": 1, "BN": 128, "BM": 128, "BK": 128, "STAGES": 6, "GROUP_M": 16}), 6)
-    res = {"smi": [smi()]}
-    for key in ("{n}", "{n} again"):
-        if not _fp8_against_cublas(fp8, builds, res, "round19.json", key=key):
-            return 1
-    res["smi"].append(smi())
-    (OUT / "round19.json").write_text(json.dumps(res, indent=1, default=str))
-    say(res["smi"], f"{time.time() - t0:.0f}s")
-    return 0
+    return _fp8_runs(fp8, builds, "round19.json", t0)
 
 
 def pingpong_fp8_build(defines: dict | None = None):
@@ -713,14 +649,7 @@ def round20() -> int:
     builds["kernel pingpong c1"] = (pingpong_fp8_build({"CLUSTER": 1}), 8)
     fp8.FP8_TILE[8], fp8.FP8_STAGES[8], fp8.FP8_CLUSTER[8] = (128, 128), 6, 1
     fp8.FP8_CLUSTER[7] = 2
-    res = {"smi": [smi()]}
-    for key in ("{n}", "{n} again"):
-        if not _fp8_against_cublas(fp8, builds, res, "round20.json", key=key):
-            return 1
-    res["smi"].append(smi())
-    (OUT / "round20.json").write_text(json.dumps(res, indent=1, default=str))
-    say(res["smi"], f"{time.time() - t0:.0f}s")
-    return 0
+    return _fp8_runs(fp8, builds, "round20.json", t0)
 
 
 def sk_plan(M: int, N: int, K: int, blocks: int, min_slices: int | None = None, cluster: int = 1, **kw) -> dict:
@@ -1005,8 +934,7 @@ def main() -> int:
         for kid in sys.argv[2:]:
             lib = "cublas" in kid
             r = sass_ledger(kid, "nvjet|sm90" if lib else "gemm_fp8", OUT / "ledger", lib)
-            say(f"LEDGER {kid}: rc {r.get('rc')} {r.get('check')}")
-            (OUT / "ledger" / f"{kid}.ncu-rep").unlink(missing_ok=True)
+            say(f"LEDGER {kid}: {r.get('check')} {r.get('by family') or r.get('error')}")
         return 0
     if sys.argv[1:2] == ["round8"]:
         return round8()

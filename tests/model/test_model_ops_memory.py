@@ -69,37 +69,61 @@ def test_shared_memory_round_trip_through_a_barrier_reverses_the_block():
     assert rep.counts["st.shared"] == 64 and rep.counts["ld.shared"] == 64 and rep.counts["bar.sync"] == 64
 
 
-@pytest.mark.parametrize("count", [4, 2, 1])
-def test_stmatrix_puts_each_lanes_registers_in_the_rows_other_lanes_name(count):
-    # one warp: lane L holds 4 words x[4 L .. 4 L + 3]; lane 8 i + r names row r of matrix i at slot (7 (8 i + r)) % 32
-    # of buf (16 bytes a row, a permutation); register i of lane L is word L % 4 of row L / 4 of matrix i
-    x = np.random.default_rng().integers(0, 2**32, 128, dtype=np.uint64).astype(np.uint32)
-    out = np.zeros(128, np.uint32)
-    regs = ", ".join(f"%r{10 + i}" for i in range(count))
-    rep = _run(f"""
+# One warp and 32 rows of 16 bytes: %rd6 = 16 tid; ROW_IN loads x's row tid into four registers, ROW_TO_BUF
+# stores %r20-%r23 into buf's row tid (%r8), NAMED_ROW names buf's row slot(tid) in %r6 (a permutation),
+# ROW_OUT stores four registers as out's row tid.
+ROW_IN = """
     mul.wide.u32 %rd6, %r0, 16;
     add.s64 %rd7, %rd1, %rd6;
-    ld.global.v4.u32 {{%r10, %r11, %r12, %r13}}, [%rd7];
+    ld.global.v4.u32 {{{0}}}, [%rd7];
+"""
+ROW_TO_BUF = """
+    shl.b32 %r7, %r0, 4;
+    add.u32 %r8, %r1, %r7;
+    st.shared.v4.u32 [%r8], {%r20, %r21, %r22, %r23};
+"""
+NAMED_ROW = """
     mul.lo.u32 %r5, %r0, 7;
     and.b32 %r5, %r5, 31;
     shl.b32 %r5, %r5, 4;
     add.u32 %r6, %r1, %r5;
+"""
+ROW_OUT = """
+    add.s64 %rd8, %rd2, %rd6;
+    st.global.v4.u32 [%rd8], {{{0}}};
+"""
+R10, R20 = "%r10, %r11, %r12, %r13", "%r20, %r21, %r22, %r23"
+
+
+def _slot(i: int, r: int) -> int:
+    """The row of buf that lane 8 i + r names (NAMED_ROW): row r of matrix i."""
+    return (7 * (8 * i + r)) % 32
+
+
+def _words() -> np.ndarray:
+    return np.random.default_rng().integers(0, 2**32, 128, dtype=np.uint64).astype(np.uint32)
+
+
+@pytest.mark.parametrize("count", [4, 2, 1])
+def test_stmatrix_puts_each_lanes_registers_in_the_rows_other_lanes_name(count):
+    # one warp: lane L holds 4 words x[4 L .. 4 L + 3]; lane 8 i + r names row r of matrix i at buf's row _slot(i, r)
+    # (16 bytes a row); register i of lane L is word L % 4 of row L / 4 of matrix i
+    x, out = _words(), np.zeros(128, np.uint32)
+    regs = ", ".join(f"%r{10 + i}" for i in range(count))
+    rep = _run(ROW_IN.format(R10) + NAMED_ROW + f"""
     stmatrix.sync.aligned.m8n8.x{count}.shared.b16 [%r6], {{{regs}}};
     bar.sync 0;
     shl.b32 %r7, %r0, 4;
     add.u32 %r8, %r1, %r7;
-    ld.shared.v4.u32 {{%r20, %r21, %r22, %r23}}, [%r8];
-    add.s64 %rd8, %rd2, %rd6;
-    st.global.v4.u32 [%rd8], {{%r20, %r21, %r22, %r23}};
-""", x, out, block=32)
+    ld.shared.v4.u32 {{{R20}}}, [%r8];
+""" + ROW_OUT.format(R20), x, out, block=32)
     want = np.zeros(128, np.uint32)
     for i in range(count):
         for r in range(8):
-            slot = (7 * (8 * i + r)) % 32
             for c in range(4):
-                want[4 * slot + c] = x[4 * (4 * r + c) + i]
+                want[4 * _slot(i, r) + c] = x[4 * (4 * r + c) + i]
     written = np.zeros(32, bool)
-    written[[(7 * (8 * i + r)) % 32 for i in range(count) for r in range(8)]] = True
+    written[[_slot(i, r) for i in range(count) for r in range(8)]] = True
     assert np.array_equal(out.reshape(32, 4)[written], want.reshape(32, 4)[written])
     assert rep.counts["stmatrix"] == 32 * count
 
@@ -118,29 +142,15 @@ def _matrices(words: np.ndarray, count: int) -> np.ndarray:
 @pytest.mark.parametrize("count", [4, 2, 1])
 @pytest.mark.parametrize("trans", [False, True])
 def test_ldmatrix_reads_rows_other_lanes_name_and_trans_reads_them_by_column(count, trans):
-    # buf holds 32 random rows of 16 bytes; lane 8 i + r names row (7 (8 i + r)) % 32 as row r of matrix i
-    x = np.random.default_rng().integers(0, 2**32, 128, dtype=np.uint64).astype(np.uint32)
-    out = np.zeros(128, np.uint32)
+    # buf holds 32 random rows of 16 bytes; lane 8 i + r names row _slot(i, r) as row r of matrix i
+    x, out = _words(), np.zeros(128, np.uint32)
     regs = ", ".join(f"%r{10 + i}" for i in range(count))
-    rep = _run(f"""
-    mul.wide.u32 %rd6, %r0, 16;
-    add.s64 %rd7, %rd1, %rd6;
-    ld.global.v4.u32 {{%r20, %r21, %r22, %r23}}, [%rd7];
-    shl.b32 %r7, %r0, 4;
-    add.u32 %r8, %r1, %r7;
-    st.shared.v4.u32 [%r8], {{%r20, %r21, %r22, %r23}};
-    bar.sync 0;
-    mul.lo.u32 %r5, %r0, 7;
-    and.b32 %r5, %r5, 31;
-    shl.b32 %r5, %r5, 4;
-    add.u32 %r6, %r1, %r5;
+    rep = _run(ROW_IN.format(R20) + ROW_TO_BUF + "    bar.sync 0;\n" + NAMED_ROW + f"""
     mov.u32 %r10, 0; mov.u32 %r11, 0; mov.u32 %r12, 0; mov.u32 %r13, 0;
     ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.shared.b16 {{{regs}}}, [%r6];
-    add.s64 %rd8, %rd2, %rd6;
-    st.global.v4.u32 [%rd8], {{%r10, %r11, %r12, %r13}};
-""", x, out, block=32)
+""" + ROW_OUT.format(R10), x, out, block=32)
     rows = x.reshape(32, 4).view(np.uint16).reshape(32, 8)           # row s of buf: 8 b16
-    want = np.stack([rows[[(7 * (8 * i + r)) % 32 for r in range(8)]] for i in range(count)])
+    want = np.stack([rows[[_slot(i, r) for r in range(8)]] for i in range(count)])
     got = _matrices(out, count)
     assert np.array_equal(got, want.transpose(0, 2, 1) if trans else want)
     assert rep.counts["ldmatrix"] == 32 * count * (2 if trans else 1)
@@ -148,24 +158,15 @@ def test_ldmatrix_reads_rows_other_lanes_name_and_trans_reads_them_by_column(cou
 
 def test_stmatrix_trans_undoes_ldmatrix_trans():
     # ldmatrix.trans then stmatrix.trans to other rows: the rows arrive as they were
-    x = np.random.default_rng().integers(0, 2**32, 128, dtype=np.uint64).astype(np.uint32)
-    out = np.zeros(128, np.uint32)
-    _run("""
-    mul.wide.u32 %rd6, %r0, 16;
-    add.s64 %rd7, %rd1, %rd6;
-    ld.global.v4.u32 {%r20, %r21, %r22, %r23}, [%rd7];
-    shl.b32 %r7, %r0, 4;
-    add.u32 %r8, %r1, %r7;
-    st.shared.v4.u32 [%r8], {%r20, %r21, %r22, %r23};
+    x, out = _words(), np.zeros(128, np.uint32)
+    _run(ROW_IN.format(R20) + ROW_TO_BUF + f"""
     bar.sync 0;
-    ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%r10, %r11, %r12, %r13}, [%r8];
+    ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{R10}}}, [%r8];
     add.u32 %r9, %r8, 1024;
-    stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%r9], {%r10, %r11, %r12, %r13};
+    stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%r9], {{{R10}}};
     bar.sync 0;
-    ld.shared.v4.u32 {%r20, %r21, %r22, %r23}, [%r9];
-    add.s64 %rd8, %rd2, %rd6;
-    st.global.v4.u32 [%rd8], {%r20, %r21, %r22, %r23};
-""", x, out, block=32)
+    ld.shared.v4.u32 {{{R20}}}, [%r9];
+""" + ROW_OUT.format(R20), x, out, block=32)
     assert np.array_equal(out, x)
 
 
