@@ -26,6 +26,8 @@ run (python -m judge.record.hopper_run), which measures the same functions.
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round20  # FP8 ping-pong
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round21  # FP8 stream-K
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round22  # STSM epilogue
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round23  # clock, power
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round24  # clusters of 4
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py ledger ch05.fp8_promote2 ...
 
 Logs and JSON go to $OUT (explore.json, explore.log); a short table is printed last.
@@ -893,8 +895,54 @@ def round2() -> int:
     return 0
 
 
+C4 = "TMA store + L2 order, cluster of 4"
+
+
+def round23() -> int:
+    """The 23rd call: cycles or clock? clocks.measure (rungs 8, 9 and rung 8 without a cluster against cuBLAS
+    bf16) and clocks.measure_fp8 (gemm_fp8.cu, plain and PROMOTE=2, against _scaled_mm's two paths): each GEMM
+    run back to back for 1.5 s at 4096^3 and 8192^3, SM clock, watts, joules and cycles per GEMM read through
+    NVML, in one order then the other; every output poisoned before and checked against float64 after.
+    Measured on the H200 (2026-12-02): every run at the power cap, 1336-1490 MHz; at 8192^3 rung 8 1.9 % fewer
+    cycles than cuBLAS at a 1.6 % lower clock; gemm_fp8.cu 4.4 % more cycles than the fast path at a 4.3 %
+    higher clock. Chapter 4's record section ch04.clocks and chapter 5's ch05.fp8_clocks measure the same."""
+    import clocks
+    t0 = time.time()
+    res = {"smi": [smi()], "bf16": clocks.measure()}
+    (OUT / "round23.json").write_text(json.dumps(res, indent=1, default=str))
+    res["fp8"] = clocks.measure_fp8()
+    res["smi"].append(smi())
+    (OUT / "round23.json").write_text(json.dumps(res, indent=1, default=str))
+    say(f"{time.time() - t0:.0f}s", res["smi"])
+    say(clocks.table(res["bf16"]))
+    say(clocks.table(res["fp8"]))
+    return 0
+
+
+def round24() -> int:
+    """The 24th call: round23 found rung 8 without its cluster (1.41x the L2 bytes) given a 4-5 % lower clock at
+    the same cycles. Does less L2 traffic buy clock? Rung 8 with clusters of 4 (B multicast to 4 blocks) run
+    back to back against rung 8 and cuBLAS (clocks.measure), then under the timing protocol
+    (ladder.measure_ladder, both orders). Measured on the H200 (2026-12-02): clusters of 4 fit 30 at once (120
+    SMs), so the clock rose (1539-1556 MHz at 8192^3 against 1430-1445) but the cycles rose more (2.69-2.70
+    million against 2.35-2.37): 0.94 of cuBLAS."""
+    import clocks
+    import ladder
+    t0 = time.time()
+    ladder.VARIANTS.append({**ladder.rung(TOP), "name": C4, "defines": {"CLUSTER": 4}, "cluster": 4, "box_b": 64})
+    res = {"smi": [smi()], "clocks": clocks.measure(kernels=[clocks.CUBLAS, TOP, C4])}
+    (OUT / "round24.json").write_text(json.dumps(res, indent=1, default=str))
+    say(clocks.table(res["clocks"]))
+    both_orders(ladder, [TOP, C4], res, "round24.json", t0)
+    return 0
+
+
 def main() -> int:
     import ladder
+    if sys.argv[1:2] == ["round23"]:
+        return round23()
+    if sys.argv[1:2] == ["round24"]:
+        return round24()
     if sys.argv[1:2] == ["stress"]:
         return stress(sys.argv[2], int(sys.argv[3]))
     if sys.argv[1:2] == ["round2"]:
@@ -932,8 +980,9 @@ def main() -> int:
     if sys.argv[1:2] == ["ledger"]:              # sass_ledger for each counters child named
         (OUT / "ledger").mkdir(parents=True, exist_ok=True)
         for kid in sys.argv[2:]:
+            kid, _, kernel = kid.partition(":")          # ch04.tma_store_l2_order:gemm_tma_store names the kernel
             lib = "cublas" in kid
-            r = sass_ledger(kid, "nvjet|sm90" if lib else "gemm_fp8", OUT / "ledger", lib)
+            r = sass_ledger(kid, kernel or ("nvjet|sm90" if lib else "gemm_fp8"), OUT / "ledger", lib)
             say(f"LEDGER {kid}: {r.get('check')} {r.get('by family') or r.get('error')}")
         return 0
     if sys.argv[1:2] == ["round8"]:

@@ -409,7 +409,7 @@ def wgmma_fp8(sizes=(4096, 8192), variants=(0, 1, 2)) -> list[dict]:
 #   accumulation_error()   an H200: the error each path adds by accumulating, on inputs that are exact
 #                          E4M3 values (so input rounding is zero), K = 4096 to 16384
 #   round_bf16(x)          any machine: float64 rounded to bf16 exactly (ties to even), no float32 step
-#   throttle_reasons(m)    any machine: the names of the bits of nvidia-smi's throttle-reason mask
+#   (the names of nvidia-smi's throttle-reason bits: judge.gpu.power.reason_names)
 PATHS = {
     "kernel": "gemm_fp8.cu (not promoted)",
     "fast": "torch._scaled_mm, use_fast_accum=True (not promoted)",
@@ -419,24 +419,10 @@ PATHS = {
 PAIRS = (("kernel", "fast"), ("promote", "default"))     # (the course's kernel, the path it is judged against)
 SMI_QUERY = "clocks.sm,clocks_throttle_reasons.active"
 SMI_QUERY_NEW = "clocks.sm,clocks_event_reasons.active"    # the same mask under its newer name
-#: nvidia-smi's clocks_throttle_reasons.active is NVML's clock-event-reason mask (nvml.h,
-#: nvmlClocksEventReason* / nvmlClocksThrottleReason*): which bit means what.
-THROTTLE_BITS = {0x1: "GPU idle", 0x2: "applications clocks setting", 0x4: "SW power cap",
-                 0x8: "HW slowdown", 0x10: "sync boost", 0x20: "SW thermal slowdown",
-                 0x40: "HW thermal slowdown", 0x80: "HW power brake slowdown", 0x100: "display clock setting"}
-
-
-def throttle_reasons(mask) -> list[str]:
-    """'0x0000000000000004' (or an int) -> ['SW power cap']; [] when nothing slows the clock."""
-    m = int(mask, 16) if isinstance(mask, str) else int(mask)
-    names = [n for bit, n in THROTTLE_BITS.items() if m & bit]
-    rest = m & ~sum(THROTTLE_BITS)
-    return names + ([f"unknown bits {rest:#x}"] if rest else [])
-
-
 def parse_smi(text: str) -> list[dict]:
     """Lines of `nvidia-smi --query-gpu=clocks.sm,clocks_throttle_reasons.active --format=csv` (header
     or not) -> [{"sm_mhz", "mask", "reasons"}]; lines that are not samples are skipped."""
+    from judge.gpu import power
     out = []
     for line in text.splitlines():
         parts = [p.strip() for p in line.split(",")]
@@ -444,7 +430,7 @@ def parse_smi(text: str) -> list[dict]:
             continue
         try:
             out.append({"sm_mhz": int(parts[0].split(" ")[0]), "mask": parts[1],
-                        "reasons": throttle_reasons(parts[1])})
+                        "reasons": power.reason_names(parts[1])})
         except ValueError:
             continue
     return out

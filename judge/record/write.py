@@ -31,7 +31,8 @@ from judge.record.reading import (  # noqa: F401 - re-exported
 
 
 #: the judge modules a figure is measured with, when the process that saves it imported them
-MEASURED_WITH = {"judge.gpu.timing": "judge/gpu/timing.py", "judge.gpu.launch": "judge/gpu/launch.py"}
+MEASURED_WITH = {"judge.gpu.timing": "judge/gpu/timing.py", "judge.gpu.launch": "judge/gpu/launch.py",
+                 "judge.gpu.power": "judge/gpu/power.py"}
 
 
 def _graded_by_imported() -> set[Path]:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from judge import config
+from judge.gpu import power
 from judge.record import counters
 
 # ---- FORMAT SAMPLE (not a measurement): ncu --csv --page raw --print-units base, one kernel, with
@@ -411,8 +412,8 @@ def test_nvidia_smi_sample_parses_and_names_throttle_reasons():
     got = fp8.parse_smi(SMI_SAMPLE)
     assert [x["sm_mhz"] for x in got] == [1980, 1485]
     assert got[0]["reasons"] == [] and got[1]["reasons"] == ["SW power cap"]
-    assert fp8.throttle_reasons(0x44) == ["SW power cap", "HW thermal slowdown"]
-    assert fp8.throttle_reasons("0x1000") == ["unknown bits 0x1000"]
+    assert power.reason_names(0x44) == ["SW power cap", "HW thermal slowdown"]
+    assert power.reason_names("0x1000") == ["unknown bits 0x1000"]
     s = fp8.smi_summary(got)
     assert (s["sm_mhz_min"], s["sm_mhz_max"], s["reasons_seen"]) == (1485, 1980, ["SW power cap"])
     assert fp8.smi_summary([]) == {"samples": 0}
