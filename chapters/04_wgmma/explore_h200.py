@@ -674,90 +674,44 @@ def sk_build(promote: int = 2, fine: bool = False, edits=()):
 
 
 def sk_launcher(M: int, N: int, K: int, build=None, promote: int = 2, **plan_kw):
-    """launch(qa, qb, c, sa, sb) as fp8.fp8_launcher's (PROMOTE=2 or the plain kernel), with the stream-K arguments
+    """launch(qa, qb, c, sa, sb): fp8.fp8_launcher's (PROMOTE=2 or the plain kernel) with the stream-K arguments
     after K: the plan for this size, an fp32 workspace (one 64 x 256 partial per block and consumer), flags and
     the epoch."""
     import numpy as np
     import torch
     sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
     import fp8
-    from judge import gpu
-    from judge.hw import tma
-    b = build or sk_build(promote)
-    k = b.kernel(fp8.FP8_KERNEL)
-    smem = fp8.fp8_shared_bytes(promote)
-    k.max_dynamic_shared_size_bytes = smem
     cl = fp8.FP8_CLUSTER[promote]
-    tiles = -(-M // (128 * cl)) * -(-N // 256)
-    blocks = cl * min(gpu.info().sms // cl, tiles)
-    plan = sk_plan(M, N, K, blocks, cluster=cl, **plan_kw)
-    workspace = torch.empty(blocks * 2 * 64 * 256, dtype=torch.float32, device="cuda")
-    flags = torch.zeros(blocks * 2, dtype=torch.int32, device="cuda")
     epoch = [0]
-    maps: dict = {}
+    state: dict = {}
 
-    def launch(qa, qb, c, sa, sb):
-        key = (qa.data_ptr(), qb.data_ptr(), c.data_ptr())
-        if key not in maps:
-            ua, ub = qa.view(torch.uint8), qb.view(torch.uint8)
-            maps[key] = (tma.tensor_map(ua, box=(128, 128), swizzle="128B"),
-                         tma.tensor_map(ub, box=(128, 256 // cl), swizzle="128B"),
-                         tma.tensor_map(c, box=(64, 64), swizzle="128B"))
-        ma, mb, mc = maps[key]
+    def sk_args():
         epoch[0] += 1
-        k((blocks, 1, 1), (fp8.FP8_THREADS, 1, 1),
-          (ma.as_kernel_arg(), mb.as_kernel_arg(), mc.as_kernel_arg(), np.uint64(sa.data_ptr()),
-           np.uint64(sb.data_ptr()), np.int32(M), np.int32(N), np.int32(K), np.int32(plan["sk_tiles"]),
-           np.int32(plan["sk_clusters"]), np.uint64(workspace.data_ptr()), np.uint64(flags.data_ptr()),
-           np.uint32(epoch[0])), shared_mem=smem)
-
-    launch.plan = plan
+        p = state["plan"]
+        return (np.int32(p["sk_tiles"]), np.int32(p["sk_clusters"]), np.uint64(state["workspace"].data_ptr()),
+                np.uint64(state["flags"].data_ptr()), np.uint32(epoch[0]))
+    launch = fp8.fp8_launcher(M, N, K, build=build or sk_build(promote), promote=promote, extra_args=sk_args)
+    blocks = launch.grid[0]
+    state.update(plan=sk_plan(M, N, K, blocks, cluster=cl, **plan_kw),
+                 workspace=torch.empty(blocks * 2 * 64 * 256, dtype=torch.float32, device="cuda"),
+                 flags=torch.zeros(blocks * 2, dtype=torch.int32, device="cuda"))
+    launch.plan = state["plan"]
     return launch
 
 
 def sk_model_check(M: int, N: int, K: int, blocks: int, min_slices: int = 2, build=None, seed=None,
                    promote: int = 2):
-    """explore_fp8_sk.patch on the CPU model (PROMOTE=2 or the plain kernel, in its clusters): `blocks` persistent
-    blocks, the split sk_plan makes with
-    `min_slices`, exact E4M3 inputs and power-of-two block scales (as fp8.model_check), C poisoned, against
-    float64. (Comparison, plan)."""
-    import ml_dtypes
+    """explore_fp8_sk.patch on the CPU model (PROMOTE=2 or the plain kernel, in its clusters) through fp8.model_check:
+    `blocks` persistent blocks, the split sk_plan makes with `min_slices`, exact E4M3 inputs and power-of-two
+    block scales, C poisoned, against float64. (Comparison, plan)."""
     import numpy as np
     sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
     import fp8
-    from judge.grading import compare
-    from judge.gpu import launch as _launch
-    from judge.hw import tma
-    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little") if seed is None else seed)
-    e4m3 = ml_dtypes.float8_e4m3fn
-
-    def aligned(shape, dtype):
-        n = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        raw = np.empty(n + 1024, np.uint8)
-        off = -raw.ctypes.data % 1024
-        return raw[off:off + n].view(dtype).reshape(shape)
-    qa, qb = aligned((M, K), e4m3), aligned((N, K), e4m3)
-    qa[...] = (rng.standard_normal((M, K)) * 8).astype(np.float32).astype(e4m3)
-    qb[...] = (rng.standard_normal((N, K)) * 8).astype(np.float32).astype(e4m3)
-    sa = (2.0 ** rng.integers(-6, -1, -(-M // 128))).astype(np.float32)
-    sb = (2.0 ** rng.integers(-6, -1, -(-N // 128))).astype(np.float32)
-    c = aligned((M, N), ml_dtypes.bfloat16)
-    c[...] = np.nan
-    cl = fp8.FP8_CLUSTER[promote]
-    maps = (tma.tensor_map(qa.view(np.uint8), box=(128, 128), swizzle="128B"),
-            tma.tensor_map(qb.view(np.uint8), box=(128, 256 // cl), swizzle="128B"),
-            tma.tensor_map(c, box=(64, 64), swizzle="128B"))
-    plan = sk_plan(M, N, K, blocks, min_slices, cluster=cl)
-    workspace = np.full(blocks * 2 * 64 * 256, np.nan, np.float32)
-    flags = np.zeros(blocks * 2, np.uint32)
-    _launch.launch(build or sk_build(promote), fp8.FP8_KERNEL, grid=(blocks, 1, 1), block=(fp8.FP8_THREADS, 1, 1),
-                   args=(*maps, sa, sb, np.int32(M), np.int32(N), np.int32(K), np.int32(plan["sk_tiles"]),
-                         np.int32(plan["sk_clusters"]), workspace, flags, np.uint32(1)),
-                   shared_bytes=fp8.fp8_shared_bytes(promote))
-    a64 = qa.astype(np.float64) * np.repeat(sa.astype(np.float64), 128)[:M, None]
-    b64 = qb.astype(np.float64) * np.repeat(sb.astype(np.float64), 128)[:N, None]
-    return compare.compare(c.astype(np.float32), a64 @ b64.T, rtol=np.inf, atol=np.inf, norm_tol=fp8.REL_TOL,
-                           case=f"PROMOTE={promote} STREAM_K=1 on the CPU model: M={M} N={N} K={K} {plan}"), plan
+    plan = sk_plan(M, N, K, blocks, min_slices, cluster=fp8.FP8_CLUSTER[promote])
+    args = (np.int32(plan["sk_tiles"]), np.int32(plan["sk_clusters"]), np.full(blocks * 2 * 64 * 256, np.nan, np.float32),
+            np.zeros(blocks * 2, np.uint32), np.uint32(1))
+    return fp8.model_check(M, N, K, seed=seed, promote=promote, build=build or sk_build(promote), blocks=blocks,
+                           extra_args=args, what=f"STREAM_K=1 {plan}"), plan
 
 
 def round21() -> int:

@@ -246,11 +246,13 @@ def _fp8_set(M, N, K, seed):
     return {"qa": qa, "qb": qb, "sa": sa, "sb": sb, "ref": ref}
 
 
-def fp8_launcher(M: int, N: int, K: int, build=None, promote: int = 0, cluster: int | None = None):
+def fp8_launcher(M: int, N: int, K: int, build=None, promote: int = 0, cluster: int | None = None,
+                 extra_args=None):
     """launch(qa, qb, c, sa, sb): gemm_fp8.cu on E4M3 torch tensors qa (M x K), qb (N x K), bf16 c (M x N),
     float32 block scales sa[ceil(M/128)], sb[ceil(N/128)]. Tensor maps are made per input set (over the
     bytes: TMA has no FP8 type and needs none, it moves bits) and cached by address. promote: 0, 1, 2;
-    cluster: the build's CLUSTER (FP8_CLUSTER[promote] unless the build was made with another)."""
+    cluster: the build's CLUSTER (FP8_CLUSTER[promote] unless the build was made with another);
+    extra_args: a function called at each launch whose tuple follows K (a patched build's own arguments)."""
     import torch
     from judge import gpu
     from judge.hw import tma
@@ -275,7 +277,8 @@ def fp8_launcher(M: int, N: int, K: int, build=None, promote: int = 0, cluster: 
         ma, mb, mc = maps[key]
         k(grid, (FP8_THREADS, 1, 1),
           (ma.as_kernel_arg(), mb.as_kernel_arg(), mc.as_kernel_arg(), np.uint64(sa.data_ptr()),
-           np.uint64(sb.data_ptr()), np.int32(M), np.int32(N), np.int32(K)), shared_mem=smem)
+           np.uint64(sb.data_ptr()), np.int32(M), np.int32(N), np.int32(K), *(extra_args() if extra_args else ())),
+          shared_mem=smem)
 
     launch.grid = grid
     return launch
@@ -293,9 +296,11 @@ def _sync():
     torch.cuda.synchronize()
 
 
-def wgmma_fp8_check(M: int = 256, N: int = 256, K: int = 512, seed=None, promote: int = 0) -> bool:
-    """One launch of gemm_fp8.cu on fresh random inputs, C poisoned with NaN, against float64.
-    Prints what it compared; True when every output is written and the error norm is under 2^-7."""
+def wgmma_fp8_check(M: int = 256, N: int = 256, K: int = 512, seed=None, promote: int = 0, defines: dict | None = None,
+                    say=None) -> bool:
+    """One launch of gemm_fp8.cu (PROMOTE=promote, or built with `defines`) on fresh random block-quantized inputs,
+    C poisoned with NaN, against the float64 product of the dequantized inputs. Says what it compared (print,
+    or say(ok, line)); True when every output is written and the error norm is under 2^-7."""
     import os
 
     import torch
@@ -304,12 +309,18 @@ def wgmma_fp8_check(M: int = 256, N: int = 256, K: int = 512, seed=None, promote
     seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
     s = _fp8_set(M, N, K, seed)
     c = compare.poison(torch.empty(M, N, device="cuda", dtype=torch.bfloat16))
-    fp8_launcher(M, N, K, promote=promote)(s["qa"], s["qb"], c, s["sa"], s["sb"])
+    build = edited_build(defines=defines) if defines else None
+    fp8_launcher(M, N, K, build=build, promote=promote)(s["qa"], s["qb"], c, s["sa"], s["sb"])
     _sync()
     rel, bad = _rel_err64(c, s["ref"])
     ok = bad == 0 and rel < REL_TOL
-    print(f"gemm_fp8{f' PROMOTE={int(promote)}' if promote else ''} M={M} N={N} K={K} seed={seed}: rel. error {rel:.2e} (bound {REL_TOL:.2e}), "
-          f"{bad} outputs not finite -> {'ok' if ok else 'WRONG'}")
+    what = defines or (f"PROMOTE={int(promote)}" if promote else "")
+    line = (f"gemm_fp8 {what} M={M} N={N} K={K} seed={seed}: rel. error {rel:.2e} (bound {REL_TOL:.2e}), "
+            f"{bad} outputs not finite -> {'ok' if ok else 'WRONG'}")
+    if say:
+        say(ok, line)
+    else:
+        print(line)
     return ok
 
 
@@ -802,12 +813,14 @@ def fine_model_check(M: int = 256, N: int = 256, K: int = 512, seed=None, promot
 
 
 def model_check(M: int = 256, N: int = 256, K: int = 512, seed=None, promote: int = 0, fine: bool = False,
-                build=None, cluster: int | None = None):
+                build=None, cluster: int | None = None, blocks: int | None = None, extra_args=(), what: str = ""):
     """gemm_fp8.cu (PROMOTE=`promote`, FINE=`fine`) on the CPU model of the machine (judge.model), fresh
     random inputs, C poisoned: a judge.grading.compare.Comparison against float64 (norm within REL_TOL,
     every output written). The inputs are exact E4M3 values and the scales random powers of two, so the
     float64 reference (each E4M3 value times its scales, summed) is exact. Block scales: sa[ceil(M/128)],
-    sb[ceil(N/128)]; fine: sa (KB x M), sb (NB x KB), as fine_reference takes them."""
+    sb[ceil(N/128)]; fine: sa (KB x M), sb (NB x KB), as fine_reference takes them. A patched build with
+    arguments of its own: `blocks` persistent blocks (two tiles' worth by default), `extra_args` after K,
+    `what` said in the case."""
     import ml_dtypes
 
     from judge.grading import compare
@@ -846,14 +859,15 @@ def model_check(M: int = 256, N: int = 256, K: int = 512, seed=None, promote: in
     if build is None:
         defines = {"PROMOTE": int(promote), "CLUSTER": int(cluster), **({"FINE": 1} if fine else {})}
         build = _build.compile(_fp8_source(), defines=defines)
-    _launch.launch(build, FP8_KERNEL, grid=(cluster * min(2, tiles), 1, 1), block=(FP8_THREADS, 1, 1),
-                   args=(*maps, sa, sb, np.int32(M), np.int32(N), np.int32(K)), shared_bytes=fp8_shared_bytes(promote))
+    _launch.launch(build, FP8_KERNEL, grid=(blocks or cluster * min(2, tiles), 1, 1), block=(FP8_THREADS, 1, 1),
+                   args=(*maps, sa, sb, np.int32(M), np.int32(N), np.int32(K), *extra_args),
+                   shared_bytes=fp8_shared_bytes(promote))
     a64, b64 = qa.astype(np.float64), qb.astype(np.float64)
     if fine:
         ref = fine_reference(a64, b64, sa, sb)
     else:
         ref = (a64 * np.repeat(sa.astype(np.float64), r)[:M, None]) @ (b64 * np.repeat(sb.astype(np.float64), r)[:N, None]).T
-    what = f"PROMOTE={int(promote)}" + (" FINE=1" if fine else "")
+    what = f"PROMOTE={int(promote)}" + (" FINE=1" if fine else "") + (f" {what}" if what else "")
     return compare.compare(c.astype(np.float32), ref, rtol=np.inf, atol=np.inf, norm_tol=REL_TOL,
                            case=f"gemm_fp8.cu {what} on the CPU model: M={M} N={N} K={K} seed={seed}")
 

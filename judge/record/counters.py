@@ -347,21 +347,11 @@ def _run_ch03(kid: str) -> None:
 
 
 def _run_ch05(promote: int, n: int, defines: dict | None = None) -> None:
-    """One launch of gemm_fp8.cu (PROMOTE=promote, or built with `defines`) at n^3 on fresh block-quantized
-    inputs, C poisoned, against the float64 product of the dequantized inputs (fp8.py's own check)."""
-    import torch
+    """One launch of gemm_fp8.cu (PROMOTE=promote, or built with `defines`) at n^3, checked as fp8.py checks it
+    (fp8.wgmma_fp8_check: fresh block-quantized inputs, C poisoned, against float64)."""
     sys.path.insert(0, str(CH05))
     import fp8
-    from judge.grading import compare
-    seed = int.from_bytes(os.urandom(4), "little")
-    s = fp8._fp8_set(n, n, n, seed)
-    c = compare.poison(torch.empty(n, n, device="cuda", dtype=torch.bfloat16))
-    build = fp8.edited_build(defines=defines) if defines else None
-    fp8.fp8_launcher(n, n, n, build=build, promote=promote)(s["qa"], s["qb"], c, s["sa"], s["sb"])   # what ncu profiles
-    torch.cuda.synchronize()
-    rel, bad = fp8._rel_err64(c, s["ref"])
-    _say(bad == 0 and rel < fp8.REL_TOL, f"gemm_fp8 {defines or f'PROMOTE={promote}'} {n}^3 seed {seed}: rel. error {rel:.2e}, "
-                                          f"{bad} not finite (bound {fp8.REL_TOL:.2e})")
+    fp8.wgmma_fp8_check(n, n, n, promote=promote, defines=defines, say=_say)   # the launch ncu profiles
 
 
 def _run_cublas(what: str, n: int) -> None:
@@ -570,6 +560,14 @@ def _run(cmd, timeout: float, env) -> tuple[object, str]:
         return "HANG", out or ""
 
 
+def _child_env() -> dict:
+    """The environment of a profiled child: the course on its path, and never the record run's flag (the child
+    does not write the record)."""
+    env = {**os.environ, "PYTHONPATH": str(config.ROOT)}
+    env.pop("JUDGE_RECORD", None)
+    return env
+
+
 def profile_one(k: dict, metrics, log_dir: Path, ncu: str, timeout: float = CHILD_TIMEOUT,
                 sections=SECTIONS) -> dict:
     """Profile one kernel in a child process under ncu; the row (an "error" in it when it failed).
@@ -579,8 +577,7 @@ def profile_one(k: dict, metrics, log_dir: Path, ncu: str, timeout: float = CHIL
     none, again with only what was seen working on the H200 (VERIFIED, VERIFIED_SECTIONS). The row
     then says so ("refused_metrics", "fallback") and carries what worked ("metrics_used",
     "sections_used") for the kernels after it. At most three runs per kernel."""
-    env = {**os.environ, "PYTHONPATH": str(config.ROOT)}
-    env.pop("JUDGE_RECORD", None)                   # the child never writes the record
+    env = _child_env()
     t = time.time()
     log = log_dir / f"{k['id']}.csv"
     row = {"id": k["id"], "chapter": k["chapter"], "label": k["label"], "kernel": k["kernel"],
@@ -704,8 +701,7 @@ def parse_source_page(text: str, top: int = LEDGER_TOP) -> dict:
 def ledger_one(k: dict, log_dir: Path, ncu: str, timeout: float = CHILD_TIMEOUT) -> dict:
     """The ledger of kernel k: its child once more under ncu with SourceCounters, the source page parsed
     (parse_source_page) and its check; the report itself is deleted (the CSV stays in log_dir)."""
-    env = {**os.environ, "PYTHONPATH": str(config.ROOT)}
-    env.pop("JUDGE_RECORD", None)
+    env = _child_env()
     rep = log_dir / f"{k['id']}_ledger"
     run, page = ledger_commands(k["id"], k["kernel"], rep, ncu, k.get("regex", False))
     rc, out = _run(run, timeout, env)
