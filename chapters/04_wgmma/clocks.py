@@ -73,14 +73,15 @@ def _bf16_at(n: int, names: list, seconds: float, rd) -> list[dict]:
 
 
 def measure(sizes=SIZES, kernels=None, seconds: float = SECONDS) -> dict:
-    """Every bf16 kernel at n^3 for each n: {"runs": [one row per run], "boost MHz", "seconds"}; each run row has
-    the figures of judge.gpu.power.sustained plus n, kernel, ok, rel_err."""
+    """Every bf16 kernel at n^3 for each n: {"runs": [one row per run], "rows": rows() of them, "boost MHz",
+    "seconds"}; each run row has the figures of judge.gpu.power.sustained plus n, kernel, ok, rel_err."""
     from judge.gpu import power
     rd = power.reader()
     runs = []
     for n in sizes:
         runs += _bf16_at(n, list(kernels or KERNELS), seconds, rd)
-    return {"runs": runs, "boost MHz": BOOST_MHZ, "seconds": seconds}
+    figs = {"runs": runs, "boost MHz": BOOST_MHZ, "seconds": seconds}
+    return {**figs, "rows": rows(figs)}
 
 
 #: FP8 (chapter 5): gemm_fp8.cu against the torch._scaled_mm path it is judged by (fp8.PAIRS)
@@ -128,7 +129,8 @@ def measure_fp8(sizes=SIZES, seconds: float = SECONDS) -> dict:
     for n in sizes:
         runs += _fp8_at(fp8, n, seconds, rd)
         torch.cuda.empty_cache()
-    return {"runs": runs, "boost MHz": BOOST_MHZ, "seconds": seconds, "base": FP8_BASE}
+    figs = {"runs": runs, "boost MHz": BOOST_MHZ, "seconds": seconds, "base": FP8_BASE}
+    return {**figs, "rows": rows(figs)}
 
 
 def rows(figs: dict | None) -> list[dict]:

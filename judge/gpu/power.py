@@ -148,7 +148,10 @@ def sustained(launch, inputs, *, seconds: float = 1.5, work: float = 0.0, rd: Re
     rd = rd or reader()
     sets = list(inputs)
     stream = cupy.cuda.get_current_stream()
-    # how long is one run? (also warms up)
+    for i in range(3):                 # warm-up: a first launch may compile or load a module, which must not
+        launch(*sets[i % len(sets)])   # count in the estimate of one run's time below
+    stream.synchronize()
+    # how long is one run? (the power limiter settles meanwhile)
     t = time.perf_counter()
     n = 0
     while time.perf_counter() - t < settle or n < 3:
@@ -173,4 +176,7 @@ def sustained(launch, inputs, *, seconds: float = 1.5, work: float = 0.0, rd: Re
     samples = sampler.stop()
     e1 = rd.energy_mj()
     inside = [s for s in samples if t0 <= s[0] <= t1] or samples
+    if t1 - t0 < seconds / 2:
+        raise RuntimeError(f"the runs took {t1 - t0:.3f} s of the {seconds} s asked: the estimate of one run "
+                           f"({per * 1e3:.3f} ms) was wrong, and so would be the clock and power of so short a window")
     return summarize(runs, t1 - t0, cupy.cuda.get_elapsed_time(start, stop), (e1 - e0) / 1e3, inside, work)
