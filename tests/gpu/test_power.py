@@ -1,4 +1,6 @@
 """Clock, power and energy while a kernel runs (judge.gpu.power): the arithmetic anywhere, NVML on a GPU."""
+import sys
+
 import pytest
 
 from judge import gpu
@@ -49,3 +51,65 @@ def test_a_sustained_copy_reads_a_plausible_clock_and_power():
     assert 50 < r["W"] < 1000, r                 # an H200 SXM board: up to 700 W
     assert r["cycles per run"] == pytest.approx(r["ms per run"] * 1e-3 * r["SM MHz"] * 1e6)
     assert float(cp.abs(y - 2 * x).max()) == 0.0
+
+
+class _FakeReader:
+    """NVML as sustained() reads it: a clock of 1500 MHz under the power cap, 700 W into the energy counter."""
+
+    def __init__(self):
+        import time
+        self.t0 = time.perf_counter()
+
+    def sm_mhz(self):
+        return 1500
+
+    def reasons(self):
+        return 0x4
+
+    def energy_mj(self):
+        import time
+        return int((time.perf_counter() - self.t0) * 700 * 1e3)
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    """Just enough of CuPy for sustained(): a stream, events timed by the host clock (the launches are host sleeps)."""
+    import time
+    import types
+    ev = types.SimpleNamespace
+    cuda = types.SimpleNamespace(
+        get_current_stream=lambda: ev(synchronize=lambda: None),
+        Event=lambda: _HostEvent(),
+        get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3)
+
+    class _HostEvent:
+        t = 0.0
+
+        def record(self):
+            self.t = time.perf_counter()
+
+        def synchronize(self):
+            pass
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
+
+
+def test_sustained_runs_for_the_time_asked_and_counts_cycles_at_the_clock_read(fake_cupy):
+    import time
+    r = power.sustained(lambda: time.sleep(0.002), [()], seconds=0.3, settle=0.05, rd=_FakeReader(), work=1e9)
+    assert r["SM MHz"] == 1500 and r["reasons"] == ["SW power cap"]
+    assert 0.002 <= r["ms per run"] * 1e-3 < 0.01, r     # a loaded CI machine oversleeps
+    assert r["cycles per run"] == pytest.approx(r["ms per run"] * 1e-3 * 1500e6)
+    assert r["W"] == pytest.approx(700, rel=0.05)
+    assert 20 <= r["runs"] <= 160, r              # 0.3 s of runs of 2 ms or a little more each
+
+
+def test_a_window_much_shorter_than_asked_is_refused(fake_cupy):
+    import time
+    calls = [0]
+
+    def launch():                                  # slow while sustained() estimates, instant afterwards
+        calls[0] += 1
+        if calls[0] <= 10:                         # 3 warm-ups and the 50 ms of estimate
+            time.sleep(0.01)
+    with pytest.raises(RuntimeError, match="estimate of one run"):
+        power.sustained(launch, [()], seconds=0.3, settle=0.05, rd=_FakeReader())
