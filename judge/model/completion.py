@@ -113,13 +113,16 @@ def phase_completed(m, mb, ins):
     m.tma_loads = [ld for ld in m.tma_loads if ld["mb"] is not mb]
     for i in m.rng.permutation(len(loads)):
         ld = loads[i]
-        order = m.rng.permutation(len(ld["pos"]) // 16) if len(ld["pos"]) % 16 == 0 else None
-        if order is not None:
-            pos = ld["pos"].reshape(-1, 16)[order].ravel()
-            data = ld["data"].reshape(-1, 16)[order].ravel()
+        if "land" in ld:                         # a red.async: the reduction with the word's value now
+            ld["land"]()
         else:
-            pos, data = ld["pos"], ld["data"]
-        m.sm[ld["cta"], pos] = data
+            order = m.rng.permutation(len(ld["pos"]) // 16) if len(ld["pos"]) % 16 == 0 else None
+            if order is not None:
+                pos = ld["pos"].reshape(-1, 16)[order].ravel()
+                data = ld["data"].reshape(-1, 16)[order].ravel()
+            else:
+                pos, data = ld["pos"], ld["data"]
+            m.sm[ld["cta"], pos] = data
         w = ld["words"]
         m.w_state[ld["cta"], w] = TMA_LANDED
         m.w_thread[ld["cta"], w] = mb.col

@@ -555,8 +555,9 @@ class Machine:
             tensormaps.note_global_store(self, a, data, lanes)
 
     # shared memory
-    def smem_split(self, a, lanes, ins, cluster_ok):
-        """shared(::cta or ::cluster) addresses -> (cta index per lane, offset per lane)."""
+    def smem_split(self, a, lanes, ins, cluster_ok, data=True):
+        """shared(::cta or ::cluster) addresses -> (cta index per lane, offset per lane); data=False for an
+        address that names no data written (st.async's mbarrier), which dsmem.peer does not count."""
         a = a[lanes].astype(np.int64)
         rank = (a >> CLUSTER_SHIFT) - 1
         own = rank < 0
@@ -576,7 +577,7 @@ class Machine:
                           f"{self.where(ins)}, after every thread of that block exited: its shared memory is "
                           f"gone. A cluster barrier (cluster.sync()) before the owner exits keeps it alive")
             self.remote_t[cta[far], lanes[far]] = self.gtime
-        if self.ncta > 1 and ins.parts[0] in ("st", "atom", "red"):
+        if data and self.ncta > 1 and ins.parts[0] in ("st", "atom", "red"):
             peer = int(np.count_nonzero(cta != self.cta[lanes]))
             if peer:                 # the feature carrying the data: writes that reach another block
                 self.counts["dsmem.peer"] += peer

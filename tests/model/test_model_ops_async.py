@@ -1,5 +1,6 @@
 """tests/model/test_model_ops_async.py - the asynchronous families of the CPU model fed hand-written PTX: cp_async,
-mbarrier, bulk (1-D bulk copies, TMA loads, stores and reductions) and wgmma (bf16 and e4m3).
+mbarrier, bulk (1-D bulk copies, TMA loads, stores and reductions), st_async (st.async, red.async into a
+cluster block's shared memory) and wgmma (bf16 and e4m3).
 
 Run: PYTHONPATH=$PWD .venv/bin/python -m pytest tests/model/test_model_ops_async.py -q
 
@@ -340,6 +341,189 @@ def _wgmma_run(atype: str, K: int, el, n: int = 8):
             C[r, c] = out[t, i]
     A64, B64 = A.astype(np.float64), B.astype(np.float64)
     return C, 2 * A64 @ B64.T, np.abs(A64) @ np.abs(B64).T, rep
+
+
+# ---------------------------------------------------------------------------- st.async, red.async
+# Two blocks of a cluster; each counts the bytes its peer sends on its own mbarrier (bar[0]), so it arrives once
+# with expect_tx and waits; %r10 = rank, %r14 = the peer's rank, %r16 = the peer's bar[0], %r17 = &x[ctaid * 64 + tid]
+PAIR = """
+    mov.u32 %r10, %cluster_ctarank;
+    mov.u32 %r11, %ctaid.x;
+    mad.lo.u32 %r12, %r11, 64, %r0;
+    mul.wide.u32 %rd9, %r12, 4;
+    add.s64 %rd10, %rd1, %rd9;
+    add.s64 %rd11, %rd2, %rd9;
+    @%p9 mbarrier.init.shared::cta.b64 [%r90], 1;
+    fence.mbarrier_init.release.cluster;
+    barrier.cluster.arrive.release.aligned;
+    barrier.cluster.wait.acquire.aligned;
+{arrive}    xor.b32 %r14, %r10, 1;
+    mapa.shared::cluster.u32 %r16, %r90, %r14;
+"""
+END = """
+    barrier.cluster.arrive.release.aligned;            // neither block exits while its peer may still write
+    barrier.cluster.wait.acquire.aligned;
+"""
+
+
+ARRIVE = "    @%p9 mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 %rd20, [%r90], {tx};\n"
+
+
+def _pair(body, x, out, tx, arrive_first=True):
+    """Both blocks run PAIR then body; each one's thread 0 arrives expecting tx bytes on its mbarrier before the
+    body (or, arrive_first=False, where the body puts {arrive})."""
+    arrive = ARRIVE.format(tx=tx)
+    ptx = PAIR.format(arrive=arrive if arrive_first else "") + (body if arrive_first else body.replace("{arrive}", arrive))
+    return snippet.run(HEAD + ptx + END, (x, out), params=IO, shared=SHARED, block=(64, 1, 1),
+                       grid=(2, 1, 1), cluster=(2, 1, 1))
+
+
+def test_st_async_sends_each_thread_s_word_to_the_peer_block_counted_on_the_peer_s_mbarrier():
+    x = np.random.default_rng().integers(0, 2**32, 128, dtype=np.uint64).astype(np.uint32)
+    out = np.full(128, 0xDEADBEEF, np.uint32)
+    rep = _pair("""
+    ld.global.b32 %r20, [%rd10];
+    shl.b32 %r3, %r0, 2;
+    add.u32 %r4, %r1, %r3;
+    mapa.shared::cluster.u32 %r15, %r4, %r14;
+    st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%r15], %r20, [%r16];
+""" + WAIT.format(n=0, bar="%r90", parity=0) + """
+    ld.shared.b32 %r21, [%r4];
+    st.global.b32 [%rd11], %r21;
+""", x, out, tx=256)
+    assert np.array_equal(out, np.concatenate([x[64:], x[:64]]))
+    assert rep.counts["st.async"] == 128 and rep.counts["dsmem.peer"] == 128 and not rep.violations
+
+
+def test_st_async_v4_moves_sixteen_bytes_per_thread():
+    x = np.random.default_rng().integers(0, 2**32, 512, dtype=np.uint64).astype(np.uint32)
+    out = np.full(512, 0xDEADBEEF, np.uint32)
+    _pair("""
+    mul.wide.u32 %rd12, %r12, 16;
+    add.s64 %rd13, %rd1, %rd12;
+    add.s64 %rd14, %rd2, %rd12;
+    ld.global.v4.b32 {%r20, %r21, %r22, %r23}, [%rd13];
+    shl.b32 %r3, %r0, 4;
+    add.u32 %r4, %r1, %r3;
+    mapa.shared::cluster.u32 %r15, %r4, %r14;
+    st.async.weak.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%r15], {%r20, %r21, %r22, %r23}, [%r16];
+""" + WAIT.format(n=0, bar="%r90", parity=0) + """
+    ld.shared.v4.b32 {%r24, %r25, %r26, %r27}, [%r4];
+    st.global.v4.b32 [%rd14], {%r24, %r25, %r26, %r27};
+""", x, out, tx=1024)
+    assert np.array_equal(out, np.concatenate([x[256:], x[:256]]))
+
+
+def test_reading_st_async_bytes_before_their_phase_completes_is_a_violation():
+    x = np.arange(128, dtype=np.uint32)
+    with pytest.raises(model.Violation) as e:
+        _pair("""
+    ld.global.b32 %r20, [%rd10];
+    shl.b32 %r3, %r0, 2;
+    add.u32 %r4, %r1, %r3;
+    mapa.shared::cluster.u32 %r15, %r4, %r14;
+    st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%r15], %r20, [%r16];
+    ld.shared.b32 %r21, [%r4];                         // no wait on the mbarrier first
+    st.global.b32 [%rd11], %r21;
+""", x, np.zeros(128, np.uint32), tx=256)
+    # in flight, or landed but not observed through the mbarrier: either way the read broke the same rule
+    assert e.value.rule in ("tma-read-before-complete", "tma-visibility"), e.value
+
+
+
+def test_a_plain_store_into_a_bin_a_red_async_still_reduces_into_is_a_race():
+    x = np.ones(128, np.uint32)
+    with pytest.raises(model.Violation) as e:
+        _pair("""
+    ld.global.b32 %r20, [%rd10];
+    mapa.shared::cluster.u32 %r15, %r1, %r14;
+    red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.add.u32 [%r15], %r20, [%r16];
+    barrier.cluster.arrive.release.aligned;
+    barrier.cluster.wait.acquire.aligned;
+    @%p9 st.shared.b32 [%r1], 0;                       // the owner zeroes the bin while the peer's adds fly
+{arrive}""" + WAIT.format(n=0, bar="%r90", parity=0), x, np.zeros(128, np.uint32), tx=256, arrive_first=False)
+    assert e.value.rule == "async-overwrite-race", e.value
+
+
+# The same two instructions from CUDA C++ (libcu++'s cuda::ptx wrappers), as NVRTC writes them: each thread of a
+# 2-block cluster st.async's its x into the peer's got[] and red.async-adds it into the peer's bins[t % 8], all of it
+# counted on the peer's one mbarrier (64 x 4 + 64 x 4 bytes expected).
+SWAP_AND_COUNT = r"""
+#include <cuda/ptx>
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void __cluster_dims__(2, 1, 1) swap_and_count(const unsigned* x, unsigned* out) {
+  __shared__ unsigned got[64];
+  __shared__ unsigned bins[8];
+  __shared__ alignas(8) unsigned long long bar;
+  cg::cluster_group cluster = cg::this_cluster();
+  const unsigned t = threadIdx.x, me = cluster.block_rank(), peer = me ^ 1;
+  if (t == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"((unsigned)__cvta_generic_to_shared(&bar)));
+    asm volatile("fence.mbarrier_init.release.cluster;");
+  }
+  if (t < 8) bins[t] = 0;
+  cluster.sync();
+  if (t == 0)
+    cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, &bar,
+                                         64 * 4 + 64 * 4);
+  const unsigned v = x[blockIdx.x * 64 + t];
+  unsigned* their_got = cluster.map_shared_rank(&got[t], peer);
+  unsigned* their_bin = cluster.map_shared_rank(&bins[t % 8], peer);
+  unsigned long long* their_bar = cluster.map_shared_rank(&bar, peer);
+  cuda::ptx::st_async(their_got, v, their_bar);
+  cuda::ptx::red_async(cuda::ptx::op_add, their_bin, v, their_bar);
+  while (!cuda::ptx::mbarrier_try_wait_parity(&bar, 0)) {}
+  out[blockIdx.x * 72 + t] = got[t];
+  if (t < 8) out[blockIdx.x * 72 + 64 + t] = bins[t];
+  cluster.sync();
+}
+"""
+
+
+def test_st_async_and_red_async_from_cuda_cpp_land_where_the_peer_waits(tmp_path):
+    from judge.gpu import build
+    (tmp_path / "swap_and_count.cu").write_text(SWAP_AND_COUNT)
+    b = build.compile(tmp_path / "swap_and_count.cu")
+    x = np.random.default_rng().integers(0, 2**20, 128).astype(np.uint32)
+    out = np.full(144, 0xDEADBEEF, np.uint32)
+    rep = model.run(b, "swap_and_count", grid=(2,), block=(64,), args=(x, out))
+    for blk in (0, 1):
+        peer = x[(1 - blk) * 64:(2 - blk) * 64]
+        assert np.array_equal(out[blk * 72:blk * 72 + 64], peer)
+        assert np.array_equal(out[blk * 72 + 64:blk * 72 + 72], peer.reshape(8, 8).sum(0).astype(np.uint32))
+    assert rep.counts["st.async"] == 128 and rep.counts["red.async"] == 128 and not rep.violations
+
+@pytest.mark.parametrize("op,ty", [("add", "u32"), ("max", "s32"), ("min", "s32"), ("xor", "b32")])
+def test_red_async_reduces_every_thread_s_value_into_eight_bins_of_the_peer(op, ty):
+    rng = np.random.default_rng()
+    x = rng.integers(-2**20, 2**20, 128).astype(np.int32).view(np.uint32)
+    init = {"add": 0, "max": -2**31, "min": 2**31 - 1, "xor": 0}[op]
+    out = np.full(128, 0xDEADBEEF, np.uint32)
+    _pair(f"""
+    setp.lt.u32 %p3, %r0, 8;
+    shl.b32 %r3, %r0, 2;
+    add.u32 %r4, %r1, %r3;
+    @%p3 st.shared.b32 [%r4], {init};                  // the bins start at the operation's identity
+    barrier.cluster.arrive.release.aligned;            // ... before any peer reduces into them
+    barrier.cluster.wait.acquire.aligned;
+    ld.global.b32 %r20, [%rd10];
+    and.b32 %r5, %r0, 7;
+    shl.b32 %r6, %r5, 2;
+    add.u32 %r7, %r1, %r6;
+    mapa.shared::cluster.u32 %r15, %r7, %r14;
+    red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.{op}.{ty} [%r15], %r20, [%r16];
+""" + WAIT.format(n=0, bar="%r90", parity=0) + """
+    @%p3 ld.shared.b32 %r21, [%r4];
+    @%p3 st.global.b32 [%rd11], %r21;
+""", x, out, tx=256)
+    v = x.view(np.int32).astype(np.int64)
+    for blk in (0, 1):
+        peer = v[(1 - blk) * 64:(2 - blk) * 64].reshape(8, 8, order="F")   # thread t goes to bin t % 8
+        want = {"add": peer.sum(1) % 2**32, "max": peer.max(1) % 2**32, "min": peer.min(1) % 2**32,
+                "xor": np.bitwise_xor.reduce(peer % 2**32, axis=1)}[op]
+        assert np.array_equal(out[blk * 64:blk * 64 + 8], want.astype(np.uint32)), (op, blk)
+
 
 
 @pytest.mark.parametrize("atype,K,el", [("bf16", 16, ml_dtypes.bfloat16), ("f16", 16, np.float16),

@@ -195,6 +195,12 @@ CASES = {
     @%p1 clusterlaunchcontrol.query_cancel.is_canceled.pred.b128 %p5, %q1;   // false: one block, none left
     @%p1 clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%r1+16], [%r3];
 """, {}),
+    "async-store-mbarrier": ("""
+    mov.u32 %r10, %cluster_ctarank;
+    xor.b32 %r14, %r10, 1;
+    mapa.shared::cluster.u32 %r15, %r1, %r14;            // the peer's buffer ...
+    st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%r15], %r0, [%r3];   // ... this block's mbarrier
+""", {"grid": (2, 1, 1), "cluster": (2, 1, 1)}),
     "warp-aligned": ("""
     @%p1 stmatrix.sync.aligned.m8n8.x1.shared.b16 [%r1], {%r0};   // thread 0 alone
 """, {}),

@@ -17,6 +17,7 @@ its family (or a new module in this folder) and a test in tests/test_model_ops_*
     cp_async   cp.async, commit_group, wait_group / wait_all, cp.async.mbarrier.arrive
     mbarrier   mbarrier.init / inval / arrive / arrive_drop / expect_tx / complete_tx / try_wait / test_wait
     bulk       cp.async.bulk(.tensor), cp.reduce.async.bulk.tensor, bulk commit/wait groups
+    st_async   st.async, red.async (a register into a cluster block's shared memory, counted on its mbarrier)
     wgmma      wgmma.fence / mma_async / commit_group / wait_group
     tcgen05    tcgen05.alloc / dealloc / relinquish_alloc_permit / mma / commit / ld / st / wait / fence
                (tensor memory: judge.model.tensor_memory; block-scaled kinds: judge.model.block_scale)
