@@ -452,3 +452,11 @@ END:
     msg = str(e.value)
     assert "barrier.cluster.wait" in msg and "64 live threads of the cluster never arrive" in msg
     assert "barrier 1 of block rank 1 (64 of 128 arrived)" in msg
+
+
+def test_an_ld_st_form_the_model_does_not_read_is_refused_not_misread():
+    # st.bulk (sm_100) zeroes a range: read as a plain st it would store the size as data
+    with pytest.raises(model.Unsupported):
+        _run("""
+    st.bulk.weak.shared::cta [%r1], 64, 0;
+""", np.zeros(64, np.uint32), np.zeros(64, np.uint32))

@@ -17,9 +17,11 @@ from judge.model.state import DT, SHARED_BASE
 @op("cvt")
 def cvt(m, ins):
     """cvt between integer and float types (rounding modifiers .rn/.rz/.rm/.rp and .rni/... for integers), the
-    packing forms cvt.rn.f16x2/bf16x2.f32, and cvt.{rna,rn,rz}(.satfinite).tf32.f32."""
+    packing forms cvt.rn.f16x2/bf16x2.f32, cvt.{rna,rn,rz}(.satfinite).tf32.f32, and the FP8 pairs (_fp8x2)."""
     if "tf32" in ins.parts:
         return _to_tf32(m, ins)
+    if any(p in _FP8X2 for p in ins.parts):
+        return _fp8x2(m, ins)
     tys = types(ins.parts)
     if len(tys) < 2:
         raise Unsupported(ins.op)
@@ -140,3 +142,61 @@ def _to_tf32(m, ins):
         r = np.where(finite, r, np.where(mag == np.uint64(0x7F800000), mag, np.uint64(0x7FFFFFFF)))
         m.wr(d, (sign | r).astype(np.uint32), mask, full)
     return round_to_tf32
+
+
+#: the FP8 pair types of cvt: element format (ml_dtypes name) and its largest finite value (OCP FP8)
+_FP8X2 = {"e4m3x2": ("float8_e4m3fn", 448.0), "e5m2x2": ("float8_e5m2", 57344.0)}
+
+
+def _fp8x2(m, ins):
+    """The FP8 pair conversions of cvt (sm_89+):
+        cvt.rn.satfinite{.relu}.{e4m3x2, e5m2x2}.f32   d, a, b   two floats -> one 16-bit pair
+        cvt.rn.satfinite{.relu}.{e4m3x2, e5m2x2}.f16x2 d, a      a half pair -> one FP8 pair
+        cvt.rn{.relu}.f16x2.{e4m3x2, e5m2x2}           d, a      an FP8 pair -> a half pair (exact)
+    RULE (PTX ISA, cvt): the first source (or the upper half of a pair) goes to the upper half of d, as in
+    cvt.rn.f16x2.f32. Rounding is to nearest even; .satfinite turns a value beyond the format's largest finite
+    one (and an infinity) into that value with its sign, NaN stays NaN (E4M3 has no infinity); .relu makes
+    a negative result 0."""
+    import ml_dtypes
+    p = ins.parts
+    dst = next((t for t in p if t in _FP8X2 or t == "f16x2"), None)
+    src = next((t for t in reversed(p) if t in _FP8X2 or t in ("f32", "f16x2")), None)
+    relu = "relu" in p
+    d = ins.args[0]
+    if dst in _FP8X2:
+        if "rn" not in p or "satfinite" not in p or src not in ("f32", "f16x2"):
+            raise Unsupported(ins.op, "FP8 pairs are made with cvt.rn.satfinite from .f32 or .f16x2")
+        name, top = _FP8X2[dst]
+
+        def to8(v):
+            v = np.clip(np.asarray(v, np.float64), -top, top)      # clip keeps NaN
+            if relu:
+                v = np.where(v < 0, 0.0, v)
+            return v.astype(np.float32).astype(getattr(ml_dtypes, name)).view(np.uint8).astype(np.uint16)
+
+        def make_pair(ins, mask, full):
+            if src == "f32":
+                hi = as_f64(m.rd(ins.args[1], "f32", ins))
+                lo = as_f64(m.rd(ins.args[2], "f32", ins))
+            else:
+                x = np.asarray(m.rd(ins.args[1], "b32", ins)).astype(np.uint32)
+                hi = (x >> np.uint32(16)).astype(np.uint16).view(np.float16).astype(np.float64)
+                lo = (x & np.uint32(0xFFFF)).astype(np.uint16).view(np.float16).astype(np.float64)
+            hi, lo = np.broadcast_to(to8(hi), (m.n,)), np.broadcast_to(to8(lo), (m.n,))
+            m.wr(d, ((hi << np.uint16(8)) | lo).astype(np.uint16), mask, full)
+        return make_pair
+    if dst == "f16x2" and src in _FP8X2 and "rn" in p:
+        name, _ = _FP8X2[src]
+
+        def to16(b):
+            v = b.astype(np.uint8).view(getattr(ml_dtypes, name)).astype(np.float32)
+            if relu:
+                v = np.where(v < 0, np.float32(0), v)
+            return v.astype(np.float16).view(np.uint16).astype(np.uint32)
+
+        def widen(ins, mask, full):
+            x = np.broadcast_to(np.asarray(m.rd(ins.args[1], "b16", ins)).astype(np.uint16), (m.n,))
+            hi, lo = to16((x >> np.uint16(8)) & np.uint16(0xFF)), to16(x & np.uint16(0xFF))
+            m.wr(d, (hi << np.uint32(16)) | lo, mask, full)
+        return widen
+    raise Unsupported(ins.op)

@@ -22,6 +22,8 @@ from judge.model.state import DT, LOCAL_BASE, PARAM_BASE, STORE
 def load_store(m, ins):
     """ld / ldu / st in every state space (generic addresses resolved per access); shared accesses go through the race checks."""
     is_ld = ins.parts[0] in ("ld", "ldu")
+    if {"bulk", "async", "mmio"} & set(ins.parts) or not types(ins.parts):
+        raise Unsupported(ins.op)          # st.bulk (sm_100), an ld/st form this family does not read as one
     ty = types(ins.parts)[-1]
     if "b128" in ins.parts:
         raise Unsupported(ins.op, "128-bit scalar loads")
