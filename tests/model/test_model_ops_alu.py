@@ -309,3 +309,17 @@ def test_cuda_fp8_h_pairs_quantize_in_element_order_on_the_model(tmp_path):
     want = np.clip(x, -448, 448).astype(ml_dtypes.float8_e4m3fn)
     assert np.array_equal(q.view(np.uint8), want.view(np.uint8))
     assert np.array_equal(back.view(np.float16).astype(np.float32), want.astype(np.float32))
+
+
+
+@pytest.mark.parametrize("ty,shiftamt", [("u32", False), ("u32", True), ("s32", False), ("s32", True)])
+def test_bfind_finds_the_highest_bit_unlike_the_sign_and_shiftamt_counts_from_the_top(ty, shiftamt):
+    rng = np.random.default_rng()
+    x = (rng.integers(-2**31, 2**31, N) >> rng.integers(0, 32, N)).astype(np.int32).view(np.uint32)
+    x[:3] = [0, 0xFFFFFFFF, 1]                         # no bit (u32 0; s32 0 and -1), and bit 0
+    out = np.full(N, 0xDEADBEEF, np.uint32)
+    _run(f"bfind{'.shiftamt' if shiftamt else ''}.{ty} %r3, %r1;", x, x, out)
+    for v, got in zip(x, out):
+        iv = int(v.view(np.int32)) if ty == "s32" else int(v)
+        pos = (~iv if iv < 0 else iv).bit_length() - 1
+        assert got == (0xFFFFFFFF if pos < 0 else (31 - pos if shiftamt else pos)), (hex(int(v)), hex(int(got)))

@@ -7,12 +7,12 @@ family (one exception, named in tests/model/test_model_layout.py EXTENDS: tcgen0
 and uses its helpers). To add an instruction: write `@op("name") def factory(m, ins) -> run(ins, mask, full)` in
 its family (or a new module in this folder) and a test in tests/test_model_ops_*.py (and a breaking case in tests/model/test_model_rules.py for a new rule).
 
-    alu        add ... fma, setp, selp, mov, bfe, bfi, lop3, prmt, shf
-    convert    cvt, cvta
+    alu        add ... fma, setp, selp, mov, bfe, bfi, bfind, lop3, prmt, shf
+    convert    cvt (FP8 pairs too), cvta
     memory     ld, ldu, st, atom, red, ldmatrix, stmatrix
     control    bra, exit, ret, trap, and hints with no observable effect
     barriers   bar / barrier (block), bar.warp.sync, barrier.cluster, fence
-    warp       shfl.sync, vote, activemask, elect.sync
+    warp       shfl.sync, vote, activemask, elect.sync, redux.sync, match.sync
     cluster    mapa, getctarank
     cp_async   cp.async, commit_group, wait_group / wait_all, cp.async.mbarrier.arrive
     mbarrier   mbarrier.init / inval / arrive / arrive_drop / expect_tx / complete_tx / try_wait / test_wait

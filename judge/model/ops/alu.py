@@ -167,7 +167,8 @@ def _logic(fn):
     return make
 
 
-@op("not", "neg", "abs", "cnot", "rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "popc", "clz", "brev")
+@op("not", "neg", "abs", "cnot", "rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "popc", "clz", "brev",
+    "bfind")
 def unary(m, ins):
     """One-operand instructions: bits, integer and float functions (floats in float64, then one rounding)."""
     which = ins.parts[0]
@@ -201,9 +202,18 @@ def unary(m, ins):
             bits = 8 * np.dtype(DT[ty]).itemsize
             xb = np.broadcast_to(np.asarray(x).astype(np.uint64), (m.n,))
             r = np.array([int(format(int(v), f"0{bits}b")[::-1], 2) for v in xb], np.uint64).astype(DT[ty])
+        elif which == "bfind":
+            # RULE (PTX ISA, bfind): the bit position of the most significant 1 (signed types: of the most
+            # significant bit unlike the sign bit), 0xFFFFFFFF if there is none; .shiftamt gives instead the left
+            # shift that brings that bit to the top (bits - 1 - position)
+            bits = 8 * np.dtype(DT[ty]).itemsize
+            xv = [int(v) for v in np.broadcast_to(np.asarray(x).astype(DT[ty]), (m.n,))]
+            pos = [((~v if v < 0 else v).bit_length() - 1) for v in xv]
+            r = np.array([0xFFFFFFFF if p_ < 0 else (bits - 1 - p_ if "shiftamt" in ins.parts else p_) for p_ in pos],
+                         np.uint32)
         else:
             raise Unsupported(ins.which)
-        if flt and which not in ("popc", "clz", "brev", "not", "cnot"):
+        if flt and which not in ("popc", "clz", "brev", "bfind", "not", "cnot"):
             r = round_to(saturate(r, ins), ty)
         m.wr(d, r, mask, full)
     return one_operand
