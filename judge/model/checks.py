@@ -52,10 +52,10 @@ RULES: dict[str, Rule] = {
                                  "an asynchronous write into shared memory must be ordered after every "
                                  "earlier read of those bytes by other threads, and after earlier copies "
                                  "into them completed"),
-    "async-store-mbarrier": Rule("Data Movement and Conversion Instructions: st.async; Parallel Synchronization "
-                                 "and Communication Instructions: red.async",
-                                 "the destination a and the mbarrier mbar of st.async / red.async lie in the "
-                                 "shared memory of the same block of the cluster"),
+    "async-store-mbarrier": Rule("Data Movement and Conversion Instructions: st.async, cp.async.bulk; Parallel "
+                                 "Synchronization and Communication Instructions: red.async",
+                                 "the destination and the mbarrier of st.async, red.async and a bulk copy into a "
+                                 "block of the cluster lie in the shared memory of the same block"),
     "async-read-overwritten": Rule("cp.async.bulk.wait_group (.read); wgmma.wait_group; 9.7.16.12.1 "
                                    "tcgen05.commit",
                                    "shared memory that an asynchronous operation reads may not be written "

@@ -123,6 +123,8 @@ def phase_completed(m, mb, ins):
             else:
                 pos, data = ld["pos"], ld["data"]
             m.sm[ld["cta"], pos] = data
+        if "after" in ld:                        # a peer bulk copy: its source is no longer being read
+            ld["after"]()
         w = ld["words"]
         m.w_state[ld["cta"], w] = TMA_LANDED
         m.w_thread[ld["cta"], w] = mb.col

@@ -494,6 +494,51 @@ def test_st_async_and_red_async_from_cuda_cpp_land_where_the_peer_waits(tmp_path
         assert np.array_equal(out[blk * 72 + 64:blk * 72 + 72], peer.reshape(8, 8).sum(0).astype(np.uint32))
     assert rep.counts["st.async"] == 128 and rep.counts["red.async"] == 128 and not rep.violations
 
+
+# A bulk copy of this block's 256 bytes (64 words written by its threads, then fenced for the async proxy) into the
+# peer's buffer at byte 256, counted on the peer's mbarrier; %r4 = &buf[tid], %r5 = buf + 256 (the peer's copy lands there)
+BULK_TO_PEER = """
+    ld.global.b32 %r20, [%rd10];
+    shl.b32 %r3, %r0, 2;
+    add.u32 %r4, %r1, %r3;
+    st.shared.b32 [%r4], %r20;
+    {fence}
+    bar.sync 0;
+    add.u32 %r5, %r1, 256;
+    mapa.shared::cluster.u32 %r15, %r5, %r14;
+    @%p9 cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%r15], [%r1], 256, [%r16];
+"""
+FENCE = "fence.proxy.async.shared::cta;"
+
+
+def test_a_bulk_copy_into_the_peer_block_lands_where_the_peer_waits():
+    x = np.random.default_rng().integers(0, 2**32, 128, dtype=np.uint64).astype(np.uint32)
+    out = np.full(128, 0xDEADBEEF, np.uint32)
+    rep = _pair(BULK_TO_PEER.format(fence=FENCE) + WAIT.format(n=0, bar="%r90", parity=0) + """
+    ld.shared.b32 %r21, [%r4+256];
+    st.global.b32 [%rd11], %r21;
+""", x, out, tx=256)
+    assert np.array_equal(out, np.concatenate([x[64:], x[:64]]))
+    assert rep.counts["bulk.peer"] == 2 and not rep.violations
+
+
+def test_a_bulk_copy_of_generic_writes_needs_the_proxy_fence():
+    with pytest.raises(model.Violation) as e:
+        _pair(BULK_TO_PEER.format(fence="") + WAIT.format(n=0, bar="%r90", parity=0), np.arange(128, dtype=np.uint32),
+              np.zeros(128, np.uint32), tx=256)
+    assert e.value.rule == "proxy-fence"
+
+
+def test_overwriting_a_bulk_copy_s_source_before_the_peer_s_phase_completes_is_a_violation():
+    with pytest.raises(model.Violation) as e:
+        _pair(BULK_TO_PEER.format(fence=FENCE) + """
+    st.shared.b32 [%r4], 0;                            // the source again, before anyone knows the copy read it
+    barrier.cluster.arrive.release.aligned;
+    barrier.cluster.wait.acquire.aligned;
+{arrive}""" + WAIT.format(n=0, bar="%r90", parity=0), np.arange(128, dtype=np.uint32), np.zeros(128, np.uint32),
+              tx=256, arrive_first=False)
+    assert e.value.rule == "async-read-overwritten"
+
 @pytest.mark.parametrize("op,ty", [("add", "u32"), ("max", "s32"), ("min", "s32"), ("xor", "b32")])
 def test_red_async_reduces_every_thread_s_value_into_eight_bins_of_the_peer(op, ty):
     rng = np.random.default_rng()

@@ -1,4 +1,5 @@
-"""judge.model.ops.bulk - TMA (cp.async.bulk.tensor, cp.reduce.async.bulk.tensor), 1-D bulk copies and
+"""judge.model.ops.bulk - TMA (cp.async.bulk.tensor, cp.reduce.async.bulk.tensor), 1-D bulk copies (global to
+shared memory, shared memory to global, and a block's shared memory into another block's of the cluster) and
 bulk async-groups.
 
 Registered with judge.model.registry; tested by tests/model/test_model_ops_async.py. The tensor map of a
@@ -176,11 +177,13 @@ def _tma_store(m, ins, reduce=False):
 
 @op("cp.async.bulk")
 def bulk_copy(m, ins):
-    """cp.async.bulk (1-D): global -> shared::cluster counted on an mbarrier, or shared::cta -> global in a bulk async-group."""
+    """cp.async.bulk (1-D): global -> shared::cluster or this block's shared::cta -> a cluster block's shared memory,
+    counted on an mbarrier; or shared::cta -> global in a bulk async-group."""
     p = ins.parts
     to_global = p[3] == "global"
-    if not to_global and not ("shared::cluster" in p and "global" in p):
-        raise Unsupported(ins.op, "bulk copies shared::cta -> shared::cluster")
+    peer = "shared::cluster" in p and "shared::cta" in p and "global" not in p
+    if not (to_global or peer or ("shared::cluster" in p and "global" in p)):
+        raise Unsupported(ins.op)
     dst, src, size_op = ins.args[:3]
     bar = ins.args[3] if len(ins.args) > 3 else None
 
@@ -206,17 +209,41 @@ def bulk_copy(m, ins):
                 m.counts["bulk.store"] += 1
             else:
                 dcta, doff = m.smem_split(da, one, ins, cluster_ok=True)
-                bcta, boff = m.smem_split(m.addr(bar, ins), one, ins, cluster_ok=True)
-                data = m.gload(sa, n, one, ins)[0]
+                bcta, boff = m.smem_split(m.addr(bar, ins), one, ins, cluster_ok=True, data=False)
+                r = int(dcta[0])
+                after = None
+                if peer:
+                    # RULE (PTX ISA, cp.async.bulk .shared::cluster.shared::cta): this block's bytes into a block
+                    # of the cluster, counted on that block's mbarrier, which must lie in the destination's block.
+                    # The source is read by the async proxy (fence.proxy.async after generic writes) at some
+                    # moment before the bytes land: it may not be overwritten until the phase completes.
+                    if int(bcta[0]) != r:
+                        m.fail("async-store-mbarrier", ins,
+                               f"{m.tdesc(t)}'s bulk copy writes shared memory of block rank {r} but names an "
+                               f"mbarrier of block rank {int(bcta[0])}: map both to the destination's block")
+                        raise checks.abort(m, "async-store-mbarrier", ins, "bulk copy with another block's mbarrier")
+                    scta, soff = m.smem_split(sa, one, ins, cluster_ok=False)
+                    c = int(scta[0])
+                    spos = int(soff[0]) + np.arange(n)
+                    swords = np.unique(spos // 4)
+                    checks.check_store_source(m, ins, t, c, swords, "bulk copy to a peer block")
+                    data = m.sm[c, spos].copy()
+                    m.bulk_reading[c, swords] += 1
+
+                    def after(c=c, swords=swords):
+                        m.bulk_reading[c, swords] -= 1
+                    m.counts["bulk.peer"] += 1
+                else:
+                    data = m.gload(sa, n, one, ins)[0]
                 pos = int(doff[0]) + np.arange(n)
                 words = np.unique(pos // 4)
-                r = int(dcta[0])
                 mb = completion.mbarrier_at(m, ins, (int(bcta[0]), int(boff[0])), t)
                 checks.check_overwrite(m, np.array([r]), words[None, :], one, ins, "bulk load")
                 m.w_state[r, words] = TMA_PENDING
                 m.w_thread[r, words] = mb.col
                 m.smw[r, words] = POISON32
-                m.tma_loads.append({"mb": mb, "cta": r, "pos": pos, "data": data, "words": words})
+                m.tma_loads.append({"mb": mb, "cta": r, "pos": pos, "data": data, "words": words,
+                                    **({"after": after} if after else {})})
                 m.counts["bulk.load"] += 1
                 m.counts["smem_fill.tma.bytes"] += n
                 if mb.complete_tx(n):           # the TMA's complete-tx on its mbarrier
