@@ -220,8 +220,9 @@ RULES: dict[str, Rule] = {
                               "wgmma.wait_group",
                               "the accumulator registers (and, in the register form, the A-fragment registers) "
                               "of a wgmma.mma_async may not be accessed until a wgmma.wait_group covers it"),
-    "warp-aligned": Rule("Warp-level matrix load and store instructions: ldmatrix, stmatrix (.sync.aligned)",
-                         "all 32 threads of the warp execute the same ldmatrix or stmatrix together"),
+    "warp-aligned": Rule("Warp-level matrix load and store instructions: ldmatrix, stmatrix; Warp-level matrix "
+                         "multiply-accumulate instructions: mma (.sync.aligned)",
+                         "all 32 threads of the warp execute the same ldmatrix, stmatrix or mma.sync together"),
     "wgmma-aligned": Rule("Asynchronous Warpgroup Level Matrix Instructions (.sync.aligned)",
                           "all 128 threads of the warpgroup execute the same wgmma instruction together"),
     "wgmma-descriptor": Rule("Asynchronous Warpgroup Level Matrix Instructions: Matrix Descriptor Format",

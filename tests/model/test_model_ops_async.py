@@ -1,6 +1,6 @@
 """tests/model/test_model_ops_async.py - the asynchronous families of the CPU model fed hand-written PTX: cp_async,
 mbarrier, bulk (1-D bulk copies, TMA loads, stores and reductions), st_async (st.async, red.async into a
-cluster block's shared memory) and wgmma (bf16 and e4m3).
+cluster block's shared memory) and wgmma (bf16 and e4m3); and the warp-level tensor core, mma.sync.
 
 Run: PYTHONPATH=$PWD .venv/bin/python -m pytest tests/model/test_model_ops_async.py -q
 
@@ -578,3 +578,129 @@ def test_wgmma_computes_a_times_b_transposed_into_the_fragment_layout(atype, K, 
     assert not np.isnan(C).any()
     assert np.all(np.abs(C - ref) <= 2 * mag * 2.0 ** -23 + 1e-30), np.max(np.abs(C - ref))
     assert rep.counts["wgmma"] == 2 and rep.counts["wgmma.flops"] == 2 * 2 * 64 * 8 * K
+
+
+
+# ---------------------------------------------------------------------------- mma.sync
+# An Ampere-style tensor-core tile: A (16 x 16) and Bt (8 x 16, B's columns with K contiguous) through shared memory
+# and ldmatrix (x4 for A: lanes 0-15 name rows 0-15 at k 0, lanes 16-31 the same rows at k 8; x2 for B), one
+# mma.sync.m16n8k16. The fragment layouts of judge.model.ops.mma must agree with ldmatrix's for C to be A B.
+MMA_TILE = r"""
+#define ELEM ELEM_TYPE
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+// One warp: C (16 x 8, f32) = A (16 x 16, row-major) x B, B given as Bt (8 x 16: B's columns, K contiguous), through
+// shared memory and ldmatrix, as an Ampere-style tensor-core GEMM loads its fragments.
+extern "C" __global__ void mma_tile(const ELEM* a, const ELEM* bt, float* c) {
+  __shared__ alignas(16) ELEM sa[16 * 16];
+  __shared__ alignas(16) ELEM sb[8 * 16];
+  const unsigned lane = threadIdx.x;
+  for (int i = lane; i < 256; i += 32) sa[i] = a[i];
+  for (int i = lane; i < 128; i += 32) sb[i] = bt[i];
+  __syncwarp();
+  unsigned ra[4], rb[2];
+  const unsigned pa = static_cast<unsigned>(__cvta_generic_to_shared(&sa[(lane % 16) * 16 + (lane / 16) * 8]));
+  const unsigned pb = static_cast<unsigned>(__cvta_generic_to_shared(&sb[(lane % 8) * 16 + ((lane / 8) % 2) * 8]));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(ra[0]), "=r"(ra[1]), "=r"(ra[2]), "=r"(ra[3]) : "r"(pa));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(rb[0]), "=r"(rb[1]) : "r"(pb));
+  float d[4] = {0.f, 0.f, 0.f, 0.f};
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." KIND "." KIND ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]), "r"(rb[0]), "r"(rb[1]));
+  const unsigned g = lane / 4, t = lane % 4;
+  for (int j = 0; j < 4; ++j) c[(g + 8 * (j / 2)) * 8 + 2 * t + j % 2] = d[j];
+}
+"""
+
+
+def _mma_tile(tmp_path, kind):
+    from judge.gpu import build
+    (tmp_path / "mma_tile.cu").write_text(MMA_TILE)
+    elem = {"bf16": "__nv_bfloat16", "f16": "__half"}[kind]
+    return build.compile(tmp_path / "mma_tile.cu", defines={"ELEM_TYPE": elem, "KIND": f'"{kind}"'})
+
+
+@pytest.mark.parametrize("kind,el", [("bf16", ml_dtypes.bfloat16), ("f16", np.float16)])
+def test_mma_sync_of_fragments_loaded_by_ldmatrix_is_a_times_b(tmp_path, kind, el):
+    b = _mma_tile(tmp_path, kind)
+    rng = np.random.default_rng()
+    a, bt = rng.standard_normal((16, 16)).astype(el), rng.standard_normal((8, 16)).astype(el)
+    c = np.full(128, np.nan, np.float32)
+    rep = model.run(b, "mma_tile", grid=(1,), block=(32,), args=(a.view(np.uint16), bt.view(np.uint16), c))
+    want = (a.astype(np.float64) @ bt.astype(np.float64).T).astype(np.float32)
+    assert np.array_equal(c.reshape(16, 8), want)          # products exact, the sum rounded once
+    assert rep.counts["mma.sync"] == 1 and rep.counts["ldmatrix"] == 32 * 6
+
+
+def test_the_h200_computes_the_mma_sync_tile_as_the_model_does(tmp_path):
+    from judge import gpu
+    gpu.need("sm_90")
+    import cupy
+    b = _mma_tile(tmp_path, "bf16")
+    rng = np.random.default_rng()
+    a, bt = rng.standard_normal((16, 16)).astype(ml_dtypes.bfloat16), rng.standard_normal((8, 16)).astype(ml_dtypes.bfloat16)
+    c = cupy.full(128, cupy.nan, cupy.float32)
+    b.kernel("mma_tile")((1, 1, 1), (32, 1, 1), (cupy.asarray(a.view(np.uint16)), cupy.asarray(bt.view(np.uint16)), c))
+    want = a.astype(np.float64) @ bt.astype(np.float64).T
+    assert np.abs(cupy.asnumpy(c).reshape(16, 8) - want).max() <= 1e-5 * np.abs(want).max()
+
+
+def _pack(lo, hi, el):
+    return (np.asarray(lo, el).view(np.uint16).astype(np.uint32) | (np.asarray(hi, el).view(np.uint16).astype(np.uint32) << 16))
+
+
+@pytest.mark.parametrize("shape,kind", [("m16n8k8", "f16"), ("m16n8k8", "tf32"), ("m16n8k16", "bf16")])
+def test_mma_sync_reads_each_lane_s_fragment_where_the_ptx_isa_puts_it(shape, kind):
+    """Registers made per lane from the PTX ISA's fragment tables (g = lane / 4, t = lane % 4), C nonzero."""
+    K = int(shape[6:])
+    rng = np.random.default_rng()
+    el = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "tf32": np.float32}[kind]
+    A = rng.standard_normal((16, K)).astype(el)
+    B = rng.standard_normal((K, 8)).astype(el)
+    if kind == "tf32":                                   # tf32 keeps 10 mantissa bits: give it exact values
+        A = (A.view(np.uint32) & 0xFFFFE000).view(np.float32)
+        B = (B.view(np.uint32) & 0xFFFFE000).view(np.float32)
+    C = rng.standard_normal((16, 8)).astype(np.float32)
+    lane = np.arange(32)
+    g, t = lane // 4, lane % 4
+    if kind == "tf32":
+        ra = [A[g + 8 * (i % 2), t + 4 * (i // 2)].view(np.uint32) for i in range(4)]
+        rb = [B[t + 4 * i, g].view(np.uint32) for i in range(2)]
+    else:
+        ra = [_pack(A[g + 8 * (i % 2), 2 * t + 8 * (i // 2)], A[g + 8 * (i % 2), 2 * t + 8 * (i // 2) + 1], el)
+              for i in range(K // 4)]
+        rb = [_pack(B[2 * t + 8 * i, g], B[2 * t + 8 * i + 1, g], el) for i in range(K // 8)]
+    rc = [C[g + 8 * (j // 2), 2 * t + j % 2] for j in range(4)]
+    regs = np.stack(ra + rb + [x.view(np.uint32) for x in rc], axis=1).astype(np.uint32)      # lanes x registers
+    na, nb = len(ra), len(rb)
+    names = lambda p, n: ", ".join(f"%{p}{i}" for i in range(n))                              # noqa: E731
+    loads = "\n".join(f"    ld.global.b32 %ra{i}, [%rd3+{4 * i}];" for i in range(na)) + "\n" + \
+        "\n".join(f"    ld.global.b32 %rb{i}, [%rd3+{4 * (na + i)}];" for i in range(nb)) + "\n" + \
+        "\n".join(f"    ld.global.f32 %fc{i}, [%rd3+{4 * (na + nb + i)}];" for i in range(4))
+    body = f"""
+    .reg .b32 %ra<4>, %rb<2>;
+    .reg .f32 %fc<4>, %fd<4>;
+    mul.wide.u32 %rd5, %r0, {4 * regs.shape[1]};
+    add.s64 %rd3, %rd1, %rd5;
+    mul.wide.u32 %rd6, %r0, 16;
+    add.s64 %rd4, %rd2, %rd6;
+{loads}
+    mma.sync.aligned.{shape}.row.col.f32.{kind}.{kind}.f32 {{{names('fd', 4)}}}, {{{names('ra', na)}}}, {{{names('rb', nb)}}}, {{{names('fc', 4)}}};
+    st.global.v4.f32 [%rd4], {{{names('fd', 4)}}};
+"""
+    out = np.full((32, 4), np.nan, np.float32)
+    _run(body, (regs, out), block=32)
+    D = (A.astype(np.float64) @ B.astype(np.float64) + C).astype(np.float32)
+    assert np.array_equal(out, np.stack([D[g + 8 * (j // 2), 2 * t + j % 2] for j in range(4)], axis=1))
+
+
+def test_mma_sync_by_part_of_a_warp_is_a_violation():
+    with pytest.raises(model.Violation) as e:
+        _run("""
+    .reg .b32 %ra<4>, %rb<2>;
+    .reg .f32 %fd<4>;
+    @%p9 mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%fd0, %fd1, %fd2, %fd3}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%fd0, %fd1, %fd2, %fd3};
+""", (np.zeros(32, np.uint32), np.zeros(32, np.uint32)), block=32)
+    assert e.value.rule == "warp-aligned"

@@ -19,6 +19,7 @@ its family (or a new module in this folder) and a test in tests/test_model_ops_*
     bulk       cp.async.bulk(.tensor), cp.reduce.async.bulk.tensor, bulk commit/wait groups
     st_async   st.async, red.async (a register into a cluster block's shared memory, counted on its mbarrier)
     wgmma      wgmma.fence / mma_async / commit_group / wait_group
+    mma        mma.sync (the warp-level tensor core: m16n8k16 / m16n8k8 with bf16, f16, tf32)
     tcgen05    tcgen05.alloc / dealloc / relinquish_alloc_permit / mma / commit / ld / st / wait / fence
                (tensor memory: judge.model.tensor_memory; block-scaled kinds: judge.model.block_scale)
     tcgen05_cp tcgen05.cp (shared memory -> tensor memory; uses tcgen05's helpers and state)
