@@ -202,6 +202,8 @@ def atomic(m, ins):
     is_red = ins.parts[0] == "red"
     ty = types(ins.parts)[-1]
     opn = next((o for o in ("add", "min", "max", "exch", "cas", "and", "or", "xor", "inc", "dec") if o in ins.parts), None)
+    if opn == "add" and (vector_count(ins.parts) > 1 or ty in ("f16", "bf16", "f16x2", "bf16x2")):
+        return _float_adds(m, ins, is_red, ty)
     if opn is None or vector_count(ins.parts) > 1 or ty in ("f16", "bf16", "f16x2", "bf16x2"):
         raise Unsupported(ins.op)
     space = m.space_of(ins)
@@ -271,3 +273,71 @@ def atomic(m, ins):
         if d is not None:
             m.wr(d, old, mask, full)
     return atomic_lane_by_lane
+
+
+def _halves_of(ty):
+    """The 16-bit float format a packed or 16-bit atomic adds in (numpy dtype), or None for f32."""
+    import ml_dtypes
+    return {"f16": np.float16, "f16x2": np.float16, "bf16": ml_dtypes.bfloat16, "bf16x2": ml_dtypes.bfloat16}.get(ty)
+
+
+def _float_adds(m, ins, is_red, ty):
+    """atom / red .add on floats that come several to an access: .v2/.v4 .f32 (sm_90, global), .f16x2 / .bf16x2
+    (two halves in one .b32) and .f16 / .bf16, each with .v2/.v4/.v8 where PTX allows it. RULE (PTX ISA, atom):
+    each element is added atomically on its own and rounded to its type (round to nearest even; .noftz keeps
+    subnormals); a vector atomic is not one atomic over the whole vector. atom returns the old values."""
+    vn = vector_count(ins.parts)
+    half = _halves_of(ty)
+    esz = 4 if ty in ("f32", "f16x2", "bf16x2") else 2 if half is not None else None
+    if esz is None:
+        raise Unsupported(ins.op)
+    w = esz * vn
+    space = m.space_of(ins)
+    if is_red:
+        addr_op, b_op, d = ins.args[0], ins.args[1], None
+    else:
+        d, addr_op, b_op = ins.args[:3]
+    reg_ty = "f32" if ty == "f32" else "b32" if esz == 4 else "b16"
+    items = b_op.items if b_op.kind == "vec" else [b_op]
+
+    def element_adds(ins, mask, full):
+        lanes = np.nonzero(mask)[0]
+        a = m.addr(addr_op, ins)
+        sp = space
+        if sp == "generic":
+            sp, a = m.resolve_generic(a, lanes, ins)
+        vals = [np.broadcast_to(np.asarray(m.rd(it, reg_ty, ins)), (m.n,)) for it in items]
+        olds = [np.zeros(m.n, DT[reg_ty]) for _ in items]
+        for t in lanes:
+            one = np.array([t])
+            if sp in ("shared", "shared::cluster"):
+                cta, off = m.smem_split(a, one, ins, cluster_ok=True)
+                checks.check_smem_range(m, off, w, one, ins)
+                words = m.words_of(off, w)
+                checks.check_read(m, cta, words, one, ins)
+                if m.ncta > 1:
+                    checks.check_cross(m, cta, words, one, ins, atomic=True)
+                cur = m.sm[cta[0], off[0]:off[0] + w].copy()
+            else:
+                cur = m.gload(a, w, one, ins)[0].copy()
+            x = np.concatenate([np.asarray([v[t]]).astype(DT[reg_ty]).view(np.uint8) for v in vals])
+            for i in range(vn):
+                olds[i][t] = cur[i * esz:(i + 1) * esz].view(DT[reg_ty])[0]
+            if half is None:
+                new = (cur.view(np.float32).astype(np.float64) + x.view(np.float32).astype(np.float64)).astype(np.float32)
+            else:
+                new = (cur.view(half).astype(np.float64) + x.view(half).astype(np.float64)).astype(np.float32).astype(half)
+            nb = new.view(np.uint8)
+            if sp in ("shared", "shared::cluster"):
+                m.sm[cta[0], off[0]:off[0] + w] = nb
+                m.w_state[cta[0], words[0]] = GENERIC
+                m.w_thread[cta[0], words[0]] = t
+                m.w_time[cta[0], words[0]] = m.gtime
+                m.w_atomic[cta[0], words[0]] = True
+            else:
+                m.gstore(a, nb.reshape(1, w), one, ins)
+        m.counts["atom"] += len(lanes)
+        if d is not None:
+            for it, o in zip(d.items if d.kind == "vec" else [d], olds):
+                m.wr(it, o, mask, full)
+    return element_adds
