@@ -29,6 +29,7 @@ run (python -m judge.record.hopper_run), which measures the same functions.
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round23  # clock, power
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round24  # clusters of 4
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round25  # L2 traffic by kind
+    cd <repo> && PYTHONPATH=$PWD python chapters/04_wgmma/explore_h200.py clockfit   # any machine: clock against traffic
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py ledger ch05.fp8_promote2 ...
 
 Logs and JSON go to $OUT (explore.json, explore.log); a short table is printed last.
@@ -924,6 +925,31 @@ def round25() -> int:
     return 0
 
 
+def clock_fit(sections=("ch04.counters", "ch05.counters")) -> dict:
+    """Any machine: a least-squares fit, over every GEMM the record's counters pass profiled, of the SM clock it
+    ran at under Nsight Compute (one launch, --clock-control none) against its L2 traffic, tensor-pipe share of
+    the elapsed time and DRAM traffic (TB/s). A lead for chapter 4's "L2 bytes cost clock", not a record figure:
+    {"coef": {term: MHz per unit}, "r2", "rows"}."""
+    import numpy as np
+    from judge import record
+    rows = []
+    for sec in sections:
+        for r in (record.figures(sec) or {}).get("rows", []):
+            s = r.get("summary") or {}
+            dur = s.get("duration ns (profiled, not a timing)")
+            if not dur or not isinstance(s.get("SM clock Hz (while profiled)"), float):
+                continue
+            rows.append({"id": r["id"], "MHz": s["SM clock Hz (while profiled)"] / 1e6,
+                         "L2 TB/s": s["L2 bytes"] / dur / 1e3, "tensor % of elapsed": s["tensor pipe % of elapsed"],
+                         "DRAM TB/s": s["DRAM bytes"] / dur / 1e3})
+    terms = ("L2 TB/s", "tensor % of elapsed", "DRAM TB/s")
+    X = np.array([[1.0] + [r[t] for t in terms] for r in rows])
+    y = np.array([r["MHz"] for r in rows])
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    r2 = 1 - float(((X @ coef - y) ** 2).sum() / ((y - y.mean()) ** 2).sum())
+    return {"coef": {"MHz at zero": coef[0], **dict(zip(terms, coef[1:]))}, "r2": r2, "kernels": len(rows), "rows": rows}
+
+
 def main() -> int:
     import ladder
     if sys.argv[1:2] == ["round23"]:
@@ -932,6 +958,10 @@ def main() -> int:
         return round24()
     if sys.argv[1:2] == ["round25"]:
         return round25()
+    if sys.argv[1:2] == ["clockfit"]:            # any machine: from the record
+        fit = clock_fit()
+        say(json.dumps({k: fit[k] for k in ("coef", "r2", "kernels")}, indent=1))
+        return 0
     if sys.argv[1:2] == ["stress"]:
         return stress(sys.argv[2], int(sys.argv[3]))
     if sys.argv[1:2] == ["round2"]:
