@@ -487,6 +487,16 @@ def early_accumulator_access(m, name, ins, what):
 
 
 
+def check_same_block(m, ins, t, dst_cta: int, bar_cta: int, what: str) -> None:
+    """st.async, red.async, a bulk copy into a cluster block: its destination and its mbarrier in one block."""
+    if dst_cta != bar_cta:
+        fail(m, "async-store-mbarrier", ins,
+             f"{m.tdesc(t)}'s {what} writes shared memory of block rank {dst_cta} but names an mbarrier of block "
+             f"rank {bar_cta}: the bytes are counted on the destination block's mbarrier, so map both addresses "
+             f"(mapa) to the same block")
+        raise abort(m, "async-store-mbarrier", ins, f"{what} with another block's mbarrier")
+
+
 def check_store_source(m, ins, t, cta, words, what):
     """An async-proxy read (TMA/bulk store, wgmma operand) of shared words by thread t: the bytes must have
     landed, be fenced for the async proxy, and be known to t (a barrier after the fence or the landing)."""

@@ -217,11 +217,7 @@ def bulk_copy(m, ins):
                     # of the cluster, counted on that block's mbarrier, which must lie in the destination's block.
                     # The source is read by the async proxy (fence.proxy.async after generic writes) at some
                     # moment before the bytes land: it may not be overwritten until the phase completes.
-                    if int(bcta[0]) != r:
-                        m.fail("async-store-mbarrier", ins,
-                               f"{m.tdesc(t)}'s bulk copy writes shared memory of block rank {r} but names an "
-                               f"mbarrier of block rank {int(bcta[0])}: map both to the destination's block")
-                        raise checks.abort(m, "async-store-mbarrier", ins, "bulk copy with another block's mbarrier")
+                    checks.check_same_block(m, ins, t, r, int(bcta[0]), "bulk copy")
                     scta, soff = m.smem_split(sa, one, ins, cluster_ok=False)
                     c = int(scta[0])
                     spos = int(soff[0]) + np.arange(n)

@@ -10,7 +10,7 @@ import numpy as np
 from judge.model.errors import Unsupported
 from judge.model.state import DT, types
 
-__all__ = ["as_f64", "round_to", "saturate", "wrap_int", "vector_count", "no_effect", "types"]
+__all__ = ["as_f64", "round_to", "saturate", "wrap_int", "vector_count", "no_effect", "types", "rmw"]
 
 
 def as_f64(x):
@@ -57,3 +57,30 @@ def no_effect(m, ins):
     def nothing(ins, mask, full):
         pass
     return nothing
+
+
+def rmw(opn: str, cur, x, c=None):
+    """The new value of an atomic read-modify-write (atom, red, red.async) on integers, or add / min / max / exch on
+    floats: cur the memory's value, x the operand, c cas's new value. RULE (PTX ISA, atom): inc gives 0 once cur
+    reaches x, else cur + 1; dec gives x when cur is 0 or above x, else cur - 1; the caller wraps to the type."""
+    if opn == "add":
+        return (np.float64(cur) + np.float64(x)) if isinstance(cur, np.floating) else int(cur) + int(x)
+    if opn == "min":
+        return min(cur, x)
+    if opn == "max":
+        return max(cur, x)
+    if opn == "exch":
+        return x
+    if opn == "cas":
+        return c if cur == x else cur
+    if opn == "and":
+        return int(cur) & int(x)
+    if opn == "or":
+        return int(cur) | int(x)
+    if opn == "xor":
+        return int(cur) ^ int(x)
+    if opn == "inc":
+        return 0 if int(cur) >= int(x) else int(cur) + 1
+    if opn == "dec":
+        return x if (int(cur) == 0 or int(cur) > int(x)) else int(cur) - 1
+    raise Unsupported(f"atomic .{opn}")

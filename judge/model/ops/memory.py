@@ -13,7 +13,7 @@ import numpy as np
 from judge.model import checks
 from judge.model.checks import CPA_PENDING, GENERIC, POISON32, TMA_PENDING
 from judge.model.errors import Unsupported
-from judge.model.ops.common import types, vector_count
+from judge.model.ops.common import rmw, types, vector_count
 from judge.model.registry import op
 from judge.model.state import DT, LOCAL_BASE, PARAM_BASE, STORE
 
@@ -196,6 +196,29 @@ def matrix_fragments(m, ins):
     return move_fragments
 
 
+def _atomic_bytes(m, sp, a, t, w, ins):
+    """An atomic's w bytes at address a of lane t (shared: checked as a read and, across blocks, as an atomic
+    access): (the bytes, a function writing the new bytes back as lane t's atomic write)."""
+    one = np.array([t])
+    if sp in ("shared", "shared::cluster"):
+        cta, off = m.smem_split(a, one, ins, cluster_ok=True)
+        checks.check_smem_range(m, off, w, one, ins)
+        words = m.words_of(off, w)
+        checks.check_read(m, cta, words, one, ins)
+        if m.ncta > 1:
+            checks.check_cross(m, cta, words, one, ins, atomic=True)
+        c, o, wd = int(cta[0]), int(off[0]), words[0]
+
+        def put(nb):
+            m.sm[c, o:o + w] = nb
+            m.w_state[c, wd] = GENERIC
+            m.w_thread[c, wd] = t
+            m.w_time[c, wd] = m.gtime
+            m.w_atomic[c, wd] = True
+        return m.sm[c, o:o + w].copy(), put
+    return m.gload(a, w, one, ins)[0].copy(), lambda nb: m.gstore(a, nb.reshape(1, w), one, ins)
+
+
 @op("atom", "red")
 def atomic(m, ins):
     """atom / red: read-modify-write, one lane at a time in lane order (atomics never race)."""
@@ -224,51 +247,14 @@ def atomic(m, ins):
         c = np.broadcast_to(np.asarray(m.rd(c_op, ty, ins)), (m.n,)) if c_op is not None else None
         old = np.zeros(m.n, DT[ty])
         for t in lanes:                      # one lane at a time, in lane order
-            one = np.array([t])
-            if sp in ("shared", "shared::cluster"):
-                cta, off = m.smem_split(a, one, ins, cluster_ok=True)
-                checks.check_smem_range(m, off, w, one, ins)
-                words = m.words_of(off, w)
-                checks.check_read(m, cta, words, one, ins)
-                if m.ncta > 1:
-                    checks.check_cross(m, cta, words, one, ins, atomic=True)
-                cur = m.sm[cta[0], off[0]:off[0] + w].view(DT[ty])[0]
-            else:
-                cur = m.gload(a, w, one, ins)[0].view(DT[ty])[0]
+            raw, put = _atomic_bytes(m, sp, a, t, w, ins)
+            cur = raw.view(DT[ty])[0]
             old[t] = cur
-            x = b[t]
-            if opn == "add":
-                new = (np.float64(cur) + np.float64(x)) if ty.startswith("f") else int(cur) + int(x)
-            elif opn == "min":
-                new = min(cur, x)
-            elif opn == "max":
-                new = max(cur, x)
-            elif opn == "exch":
-                new = x
-            elif opn == "cas":
-                new = c[t] if cur == x else cur
-            elif opn == "and":
-                new = int(cur) & int(x)
-            elif opn == "or":
-                new = int(cur) | int(x)
-            elif opn == "xor":
-                new = int(cur) ^ int(x)
-            elif opn == "inc":
-                new = 0 if int(cur) >= int(x) else int(cur) + 1
-            else:
-                new = x if (int(cur) == 0 or int(cur) > int(x)) else int(cur) - 1
+            new = rmw(opn, cur, b[t], c[t] if c is not None else None)
             if ty.startswith("f"):
-                nb = np.array([new], DT[ty]).view(np.uint8)
+                put(np.array([new], DT[ty]).view(np.uint8))
             else:
-                nb = np.array([int(new) & ((1 << (8 * w)) - 1)], np.uint64).astype(STORE[w]).view(np.uint8)
-            if sp in ("shared", "shared::cluster"):
-                m.sm[cta[0], off[0]:off[0] + w] = nb
-                m.w_state[cta[0], words[0]] = GENERIC
-                m.w_thread[cta[0], words[0]] = t
-                m.w_time[cta[0], words[0]] = m.gtime
-                m.w_atomic[cta[0], words[0]] = True
-            else:
-                m.gstore(a, nb.reshape(1, w), one, ins)
+                put(np.array([int(new) & ((1 << (8 * w)) - 1)], np.uint64).astype(STORE[w]).view(np.uint8))
         m.counts["atom"] += len(lanes)
         if d is not None:
             m.wr(d, old, mask, full)
@@ -309,17 +295,7 @@ def _float_adds(m, ins, is_red, ty):
         vals = [np.broadcast_to(np.asarray(m.rd(it, reg_ty, ins)), (m.n,)) for it in items]
         olds = [np.zeros(m.n, DT[reg_ty]) for _ in items]
         for t in lanes:
-            one = np.array([t])
-            if sp in ("shared", "shared::cluster"):
-                cta, off = m.smem_split(a, one, ins, cluster_ok=True)
-                checks.check_smem_range(m, off, w, one, ins)
-                words = m.words_of(off, w)
-                checks.check_read(m, cta, words, one, ins)
-                if m.ncta > 1:
-                    checks.check_cross(m, cta, words, one, ins, atomic=True)
-                cur = m.sm[cta[0], off[0]:off[0] + w].copy()
-            else:
-                cur = m.gload(a, w, one, ins)[0].copy()
+            cur, put = _atomic_bytes(m, sp, a, t, w, ins)
             x = np.concatenate([np.asarray([v[t]]).astype(DT[reg_ty]).view(np.uint8) for v in vals])
             for i in range(vn):
                 olds[i][t] = cur[i * esz:(i + 1) * esz].view(DT[reg_ty])[0]
@@ -327,15 +303,7 @@ def _float_adds(m, ins, is_red, ty):
                 new = (cur.view(np.float32).astype(np.float64) + x.view(np.float32).astype(np.float64)).astype(np.float32)
             else:
                 new = (cur.view(half).astype(np.float64) + x.view(half).astype(np.float64)).astype(np.float32).astype(half)
-            nb = new.view(np.uint8)
-            if sp in ("shared", "shared::cluster"):
-                m.sm[cta[0], off[0]:off[0] + w] = nb
-                m.w_state[cta[0], words[0]] = GENERIC
-                m.w_thread[cta[0], words[0]] = t
-                m.w_time[cta[0], words[0]] = m.gtime
-                m.w_atomic[cta[0], words[0]] = True
-            else:
-                m.gstore(a, nb.reshape(1, w), one, ins)
+            put(new.view(np.uint8))
         m.counts["atom"] += len(lanes)
         if d is not None:
             for it, o in zip(d.items if d.kind == "vec" else [d], olds):

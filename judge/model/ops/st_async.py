@@ -25,7 +25,7 @@ import numpy as np
 from judge.model import checks, completion
 from judge.model.checks import POISON32, TMA_PENDING
 from judge.model.errors import Unsupported
-from judge.model.ops.common import types, vector_count
+from judge.model.ops.common import rmw, types, vector_count
 from judge.model.registry import op
 from judge.model.state import DT
 
@@ -34,24 +34,8 @@ _RED_OPS = ("add", "min", "max", "and", "or", "xor", "inc", "dec")
 
 def _reduce(opn: str, ty: str, cur, x):
     """cur (op) x for one element of PTX type ty, as red.async computes it, wrapped to the type's width."""
-    c, v = int(cur), int(x)
-    if opn == "add":
-        r = c + v
-    elif opn == "min":
-        r = min(c, v)
-    elif opn == "max":
-        r = max(c, v)
-    elif opn == "and":
-        r = c & v
-    elif opn == "or":
-        r = c | v
-    elif opn == "xor":
-        r = c ^ v
-    elif opn == "inc":
-        r = 0 if c >= v else c + 1
-    else:                                    # dec
-        r = v if (c == 0 or c > v) else c - 1
     bits = 8 * np.dtype(DT[ty]).itemsize
+    r = int(rmw(opn, int(cur), int(x)))
     return np.array([r & ((1 << bits) - 1)], np.uint64).astype(DT[ty.replace("s", "u").replace("b", "u")])
 
 
@@ -93,12 +77,7 @@ def store_async(m, ins):
             bcta, boff = m.smem_split(ba, one, ins, cluster_ok=True, data=False)
             checks.check_smem_range(m, doff, w, one, ins)
             r = int(dcta[0])
-            if int(bcta[0]) != r:
-                m.fail("async-store-mbarrier", ins,
-                       f"{m.tdesc(t)}'s {what} writes shared memory of block rank {r} but names an mbarrier of "
-                       f"block rank {int(bcta[0])}: the bytes are counted on the destination block's mbarrier, so "
-                       f"map both addresses (mapa) to the same block")
-                raise checks.abort(m, "async-store-mbarrier", ins, f"{what} with another block's mbarrier")
+            checks.check_same_block(m, ins, t, r, int(bcta[0]), what)
             mb = completion.mbarrier_at(m, ins, (r, int(boff[0])), t)
             off = int(doff[0])
             words = m.words_of(doff, w)[0]
