@@ -25,7 +25,9 @@ def _binop(m, ins, fn_int, fn_float):
     d, a, b = ins.args[:3]
     flt = ty in ("f32", "f64", "f16")
     if ty in ("f16x2", "bf16x2", "bf16"):
-        raise Unsupported(ins.op, "packed half/bf16 arithmetic")
+        if fn_float is None:
+            raise Unsupported(ins.op, "packed half/bf16 arithmetic of this kind")
+        return _halves(m, ins, ins.args[1:3], fn_float, ty)
 
     def binary(ins, mask, full):
         x, y = m.rd(a, ty, ins), m.rd(b, ty, ins)
@@ -64,7 +66,7 @@ def mul(m, ins):
     """mul.lo / .hi / .wide on integers; mul on floats."""
     ty = types(ins.parts)[-1]
     d, a, b = ins.args[:3]
-    if ty in ("f32", "f64", "f16"):
+    if ty in ("f32", "f64", "f16", "f16x2", "bf16x2", "bf16"):
         return _binop(m, ins, None, lambda x, y: x * y)
     mode = "lo" if "lo" in ins.parts else "hi" if "hi" in ins.parts else "wide" if "wide" in ins.parts else "lo"
     signed = ty.startswith("s")
@@ -149,8 +151,8 @@ def rem(m, ins):
 def min_max(m, ins):
     """min / max (floats: a NaN operand gives the other operand)."""
     fn = np.minimum if ins.parts[0] == "min" else np.maximum
-    ffn = np.fmin if ins.parts[0] == "min" else np.fmax
-    if "relu" in ins.parts or "xorsign" in ins.parts:
+    ffn = fn if "NaN" in ins.parts else np.fmin if ins.parts[0] == "min" else np.fmax   # .NaN: NaN wins
+    if "xorsign" in ins.parts or ("relu" in ins.parts and types(ins.parts)[-1] not in ("f16x2", "bf16x2", "bf16")):
         raise Unsupported(ins.op)
     return _binop(m, ins, lambda x, y, t: fn(x, y), lambda x, y: ffn(x, y))
 
@@ -175,6 +177,17 @@ def unary(m, ins):
     ty = types(ins.parts)[-1]
     d, a = ins.args[:2]
     flt = ty in ("f32", "f64", "f16")
+    if ty in ("f16x2", "bf16x2", "bf16"):
+        if which not in ("neg", "abs"):
+            raise Unsupported(ins.op, "packed half/bf16 functions")
+        pair = ty.endswith("x2")
+        sign = 0x80008000 if pair else 0x8000
+
+        def sign_bits(ins, mask, full):      # RULE (PTX ISA, neg / abs): the sign bit of each half, NaN included
+            x = np.asarray(m.rd(a, "b32" if pair else "b16", ins)).astype(np.uint32)
+            r = (x ^ np.uint32(sign)) if which == "neg" else (x & np.uint32(~sign & 0xFFFFFFFF))
+            m.wr(d, r if pair else r.astype(np.uint16), mask, full)
+        return sign_bits
 
     def one_operand(ins, mask, full):
         x = m.rd(a, ty, ins)
@@ -219,10 +232,57 @@ def unary(m, ins):
     return one_operand
 
 
+def round_half(v, el):
+    """float64 values rounded once, to nearest even, to the 16-bit float format el (np.float16 or
+    ml_dtypes.bfloat16), overflow to infinity, subnormals kept: as the PTX .rn arithmetic on them rounds."""
+    import ml_dtypes
+    if el is np.float16:
+        return np.asarray(v, np.float64).astype(np.float16)       # NumPy's double -> half rounds once, correctly
+    v = np.asarray(v, np.float64)
+    with np.errstate(all="ignore"):
+        mant, ex = np.frexp(v)                                     # v = mant 2^ex, 0.5 <= |mant| < 1
+        ex = np.maximum(ex, -125)                                  # below 2^-126: the subnormal spacing 2^-133
+        r = np.ldexp(np.rint(np.ldexp(v, 8 - ex)), ex - 8)         # 8 significant bits, ties to even
+    r = np.where(np.isfinite(v), r, v)
+    r = np.where(np.abs(r) > float(ml_dtypes.finfo(ml_dtypes.bfloat16).max), np.copysign(np.inf, r), r)
+    return r.astype(np.float32).astype(ml_dtypes.bfloat16)      # exact now: r is a bf16 value
+
+
+def _halves(m, ins, srcs, fn, ty):
+    """add / sub / mul / min / max / fma on .f16x2, .bf16x2 (two 16-bit floats in a .b32, each computed on its
+    own) and on scalar .bf16 / .f16 (fma): in float64, rounded once to the format (round_half); .sat clamps an f16
+    result to [0, 1], .relu makes a negative result 0 (NaN stays NaN). RULE (PTX ISA, half precision arithmetic):
+    the low half of each source pairs with the low half of the others."""
+    import ml_dtypes
+    el = np.float16 if ty.startswith("f16") else ml_dtypes.bfloat16
+    pair = ty.endswith("x2")
+    d = ins.args[0]
+    p = ins.parts
+
+    def per_half(ins, mask, full):
+        regs = [np.broadcast_to(np.asarray(m.rd(o, "b32" if pair else "b16", ins)), (m.n,)).astype(np.uint32)
+                for o in srcs]
+        out = np.zeros(m.n, np.uint32)
+        for shift in ((0, 16) if pair else (0,)):
+            xs = [((r >> np.uint32(shift)) & np.uint32(0xFFFF)).astype(np.uint16).view(el).astype(np.float64)
+                  for r in regs]
+            with np.errstate(all="ignore"):
+                v = fn(*xs)
+            if "sat" in p:
+                v = np.clip(v, 0.0, 1.0)
+            if "relu" in p:
+                v = np.where(v < 0, 0.0, v)
+            out |= round_half(v, el).view(np.uint16).astype(np.uint32) << np.uint32(shift)
+        m.wr(d, out if pair else out.astype(np.uint16), mask, full)
+    return per_half
+
+
 @op("fma")
 def fma(m, ins):
     """fma.f32 / fma.f64: the product exact, one rounding."""
     ty = types(ins.parts)[-1]
+    if ty in ("f16x2", "bf16x2", "bf16", "f16"):
+        return _halves(m, ins, ins.args[1:4], lambda x, y, z: x * y + z, ty)
     if ty not in ("f32", "f64"):
         raise Unsupported(ins.op, "fma on packed types")
     d, a, b, c = ins.args[:4]
@@ -285,6 +345,8 @@ def setp(m, ins):
     a, b = ins.args[1:3]
     c = ins.args[3] if comb and len(ins.args) > 3 else None
     flt = ty in ("f32", "f64", "f16")
+    if ty in ("f16x2", "bf16x2", "bf16"):
+        raise Unsupported(ins.op, "comparisons of packed half/bf16 values")
 
     def compare(ins, mask, full):
         x, y = m.rd(a, ty, ins), m.rd(b, ty, ins)
