@@ -254,12 +254,12 @@ def test_an_unknown_instruction_is_unsupported_never_a_verdict():
     src = r'''
 extern "C" __global__ void k(unsigned* out) {
   unsigned r;
-  asm volatile("dp4a.u32.u32 %0, %1, %1, %1;" : "=r"(r) : "r"(threadIdx.x + 1));
+  asm volatile("bmsk.clamp.b32 %0, %1, %1;" : "=r"(r) : "r"(threadIdx.x + 1));
   out[threadIdx.x] = r;
 }'''
     with pytest.raises(model.Unsupported) as e:
         run_src(src, "k", block=(32, 1, 1), args=(np.zeros(32, np.uint32),))
-    assert "dp4a" in str(e.value)
+    assert "bmsk" in str(e.value)
 
 
 @pytest.mark.parametrize("swizzle", ["none", "32B", "64B", "128B"])

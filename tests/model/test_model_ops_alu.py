@@ -409,3 +409,54 @@ def test_cuda_half_intrinsics_compute_on_the_model_as_each_step_rounds(tmp_path)
         return r(x - np.abs(x)) if last_sub else x
     assert np.array_equal(h.astype(np.float64), chain(h0, np.float16, True))
     assert np.array_equal(bb.astype(np.float64), chain(b0, ml_dtypes.bfloat16, False))
+
+
+
+# ---------------------------------------------------------------------------- copysign, sad, dp4a, dp2a
+def test_copysign_gives_b_the_sign_of_a():
+    rng = np.random.default_rng()
+    x, y = rng.standard_normal(N).astype(np.float32), rng.standard_normal(N).astype(np.float32)
+    out = np.full(N, np.nan, np.float32)
+    _run("copysign.f32 %f3, %f1, %f2;", x, y, out, load="f32", store="f32")
+    assert np.array_equal(out, np.copysign(y, x))
+
+
+def test_sad_adds_the_absolute_difference_to_c_and_wraps():
+    rng = np.random.default_rng()
+    x = rng.integers(-2**31, 2**31, N).astype(np.int32).view(np.uint32)
+    y = rng.integers(-2**31, 2**31, N).astype(np.int32).view(np.uint32)
+    out = np.zeros(N, np.uint32)
+    _run("sad.s32 %r3, %r1, %r2, %r1;", x, y, out)
+    xs, ys = x.view(np.int32).astype(np.int64), y.view(np.int32).astype(np.int64)
+    assert np.array_equal(out, ((xs + np.abs(xs - ys)) % 2**32).astype(np.uint32))
+
+
+def _bytes(v, signed):
+    b = np.stack([(v.astype(np.int64) >> (8 * i)) & 0xFF for i in range(4)], 1)
+    return np.where(b >= 128, b - 256, b) if signed else b
+
+
+@pytest.mark.parametrize("ta,tb", [("u32", "u32"), ("s32", "s32"), ("s32", "u32")])
+def test_dp4a_adds_the_four_byte_products_to_c(ta, tb):
+    rng = np.random.default_rng()
+    x = rng.integers(0, 2**32, N, dtype=np.uint64).astype(np.uint32)
+    y = rng.integers(0, 2**32, N, dtype=np.uint64).astype(np.uint32)
+    out = np.zeros(N, np.uint32)
+    _run(f"dp4a.{ta}.{tb} %r3, %r1, %r2, %r2;", x, y, out)
+    c = y.view(np.int32).astype(np.int64) if "s32" in (ta, tb) else y.astype(np.int64)
+    want = (c + (_bytes(x, ta == "s32") * _bytes(y, tb == "s32")).sum(1)) % 2**32
+    assert np.array_equal(out, want.astype(np.uint32))
+
+
+@pytest.mark.parametrize("half", ["lo", "hi"])
+def test_dp2a_multiplies_the_halves_of_a_by_two_bytes_of_b(half):
+    rng = np.random.default_rng()
+    x = rng.integers(0, 2**32, N, dtype=np.uint64).astype(np.uint32)
+    y = rng.integers(0, 2**32, N, dtype=np.uint64).astype(np.uint32)
+    out = np.zeros(N, np.uint32)
+    _run(f"dp2a.{half}.s32.s32 %r3, %r1, %r2, %r2;", x, y, out)
+    h = np.stack([(x.astype(np.int64) >> (16 * i)) & 0xFFFF for i in range(2)], 1)
+    h = np.where(h >= 2**15, h - 2**16, h)
+    bb = _bytes(y, True)[:, (0, 1) if half == "lo" else (2, 3)]
+    want = (y.view(np.int32).astype(np.int64) + (h * bb).sum(1)) % 2**32
+    assert np.array_equal(out, want.astype(np.uint32))

@@ -7,7 +7,8 @@ family (one exception, named in tests/model/test_model_layout.py EXTENDS: tcgen0
 and uses its helpers). To add an instruction: write `@op("name") def factory(m, ins) -> run(ins, mask, full)` in
 its family (or a new module in this folder) and a test in tests/test_model_ops_*.py (and a breaking case in tests/model/test_model_rules.py for a new rule).
 
-    alu        add ... fma, setp, selp, mov, bfe, bfi, bfind, lop3, prmt, shf
+    alu        add ... fma (and on .f16x2/.bf16x2), setp, selp, mov, bfe, bfi, bfind, lop3, prmt, shf,
+               copysign, sad, dp4a, dp2a
     convert    cvt (FP8 pairs too), cvta
     memory     ld, ldu, st, atom, red, ldmatrix, stmatrix
     control    bra, exit, ret, trap, and hints with no observable effect

@@ -535,3 +535,54 @@ def shf(m, ins):
 op("and")(_logic(lambda x, y: x & y))
 op("or")(_logic(lambda x, y: x | y))
 op("xor")(_logic(lambda x, y: x ^ y))
+
+
+@op("copysign")
+def copysign(m, ins):
+    """copysign.f32 / .f64 d, a, b: b's magnitude with a's sign (PTX ISA, copysign: the sign of a is copied)."""
+    ty = types(ins.parts)[-1]
+    d, a, b = ins.args[:3]
+
+    def copy_sign(ins, mask, full):
+        m.wr(d, np.copysign(np.asarray(m.rd(b, ty, ins)), np.asarray(m.rd(a, ty, ins))).astype(DT[ty]), mask, full)
+    return copy_sign
+
+
+@op("sad")
+def sad(m, ins):
+    """sad.{u,s}{16,32,64} d, a, b, c: c + |a - b|, wrapped to the type."""
+    ty = types(ins.parts)[-1]
+    d, a, b, c = ins.args[:4]
+
+    def sum_abs_diff(ins, mask, full):
+        x, y, z = (np.broadcast_to(np.asarray(m.rd(o, ty, ins)), (m.n,)) for o in (a, b, c))
+        r = [(int(s_) + abs(int(p) - int(q))) % 2 ** 64 for p, q, s_ in zip(x, y, z)]
+        m.wr(d, wrap_int(np.array(r, np.uint64), ty), mask, full)
+    return sum_abs_diff
+
+
+@op("dp4a", "dp2a")
+def dot_product(m, ins):
+    """dp4a.atype.btype d, a, b, c: c + the four byte products of a and b; dp2a.{lo,hi}.atype.btype: c + the two
+    16-bit halves of a times bytes 0-1 (.lo) or 2-3 (.hi) of b. Each .u32 / .s32 type says whether its bytes (or
+    halves) are unsigned or signed; d wraps to 32 bits (PTX ISA, dp4a / dp2a)."""
+    four = ins.parts[0] == "dp4a"
+    ta, tb = [t for t in ins.parts if t in ("u32", "s32")][:2]
+    hi = "hi" in ins.parts
+    d, a, b, c = ins.args[:4]
+
+    def pieces(v, width, signed, n):
+        v = np.asarray(v).astype(np.uint32).astype(np.int64)
+        out = [(v >> (width * i)) & ((1 << width) - 1) for i in range(n)]
+        return [np.where(o >= 1 << (width - 1), o - (1 << width), o) if signed else o for o in out]
+
+    def dot(ins, mask, full):
+        x, y = np.asarray(m.rd(a, "b32", ins)), np.asarray(m.rd(b, "b32", ins))
+        z = np.asarray(m.rd(c, ta if ta == tb else "s32", ins)).astype(np.int64)
+        if four:
+            xs, ys = pieces(x, 8, ta == "s32", 4), pieces(y, 8, tb == "s32", 4)
+        else:
+            xs, ys = pieces(x, 16, ta == "s32", 2), pieces(y, 8, tb == "s32", 4)[2:] if hi else pieces(y, 8, tb == "s32", 4)[:2]
+        r = z + sum(p * q for p, q in zip(xs, ys))
+        m.wr(d, wrap_int(r, "s32" if "s32" in (ta, tb) else "u32"), mask, full)
+    return dot
