@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from judge.model.errors import Unsupported
-from judge.model.ops.common import as_f64, round_to, saturate, types, wrap_int
+from judge.model.ops.common import as_f64, half_format, round_to, saturate, types, wrap_int
 from judge.model.registry import op
 from judge.model.state import DT, STORE
 
@@ -253,8 +253,7 @@ def _halves(m, ins, srcs, fn, ty):
     own) and on scalar .bf16 / .f16 (fma): in float64, rounded once to the format (round_half); .sat clamps an f16
     result to [0, 1], .relu makes a negative result 0 (NaN stays NaN). RULE (PTX ISA, half precision arithmetic):
     the low half of each source pairs with the low half of the others."""
-    import ml_dtypes
-    el = np.float16 if ty.startswith("f16") else ml_dtypes.bfloat16
+    el = half_format(ty)
     pair = ty.endswith("x2")
     d = ins.args[0]
     p = ins.parts

@@ -10,7 +10,7 @@ import numpy as np
 from judge.model.errors import Unsupported
 from judge.model.state import DT, types
 
-__all__ = ["as_f64", "round_to", "saturate", "wrap_int", "vector_count", "no_effect", "types", "rmw"]
+__all__ = ["as_f64", "round_to", "saturate", "wrap_int", "vector_count", "no_effect", "types", "rmw", "half_format"]
 
 
 def as_f64(x):
@@ -84,3 +84,10 @@ def rmw(opn: str, cur, x, c=None):
     if opn == "dec":
         return x if (int(cur) == 0 or int(cur) > int(x)) else int(cur) - 1
     raise Unsupported(f"atomic .{opn}")
+
+
+def half_format(ty: str):
+    """The 16-bit float format (numpy dtype) of a half or bf16 PTX type, scalar or packed (.f16, .f16x2, .bf16,
+    .bf16x2), or None for any other type."""
+    import ml_dtypes
+    return {"f16": np.float16, "f16x2": np.float16, "bf16": ml_dtypes.bfloat16, "bf16x2": ml_dtypes.bfloat16}.get(ty)

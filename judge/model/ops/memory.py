@@ -13,7 +13,7 @@ import numpy as np
 from judge.model import checks
 from judge.model.checks import CPA_PENDING, GENERIC, POISON32, TMA_PENDING
 from judge.model.errors import Unsupported
-from judge.model.ops.common import rmw, types, vector_count
+from judge.model.ops.common import half_format, rmw, types, vector_count
 from judge.model.registry import op
 from judge.model.state import DT, LOCAL_BASE, PARAM_BASE, STORE
 
@@ -196,6 +196,15 @@ def matrix_fragments(m, ins):
     return move_fragments
 
 
+def _atomic_addresses(m, addr_op, space, mask, ins):
+    """The lanes of an atomic, its state space and each lane's address (a generic one resolved per lane)."""
+    lanes = np.nonzero(mask)[0]
+    a = m.addr(addr_op, ins)
+    if space == "generic":
+        space, a = m.resolve_generic(a, lanes, ins)
+    return lanes, space, a
+
+
 def _atomic_bytes(m, sp, a, t, w, ins):
     """An atomic's w bytes at address a of lane t (shared: checked as a read and, across blocks, as an atomic
     access): (the bytes, a function writing the new bytes back as lane t's atomic write)."""
@@ -238,11 +247,7 @@ def atomic(m, ins):
         c_op = ins.args[3] if opn == "cas" else None
 
     def atomic_lane_by_lane(ins, mask, full):
-        lanes = np.nonzero(mask)[0]
-        a = m.addr(addr_op, ins)
-        sp = space
-        if sp == "generic":
-            sp, a = m.resolve_generic(a, lanes, ins)
+        lanes, sp, a = _atomic_addresses(m, addr_op, space, mask, ins)
         b = np.broadcast_to(np.asarray(m.rd(b_op, ty, ins)), (m.n,))
         c = np.broadcast_to(np.asarray(m.rd(c_op, ty, ins)), (m.n,)) if c_op is not None else None
         old = np.zeros(m.n, DT[ty])
@@ -261,19 +266,13 @@ def atomic(m, ins):
     return atomic_lane_by_lane
 
 
-def _halves_of(ty):
-    """The 16-bit float format a packed or 16-bit atomic adds in (numpy dtype), or None for f32."""
-    import ml_dtypes
-    return {"f16": np.float16, "f16x2": np.float16, "bf16": ml_dtypes.bfloat16, "bf16x2": ml_dtypes.bfloat16}.get(ty)
-
-
 def _float_adds(m, ins, is_red, ty):
     """atom / red .add on floats that come several to an access: .v2/.v4 .f32 (sm_90, global), .f16x2 / .bf16x2
     (two halves in one .b32) and .f16 / .bf16, each with .v2/.v4/.v8 where PTX allows it. RULE (PTX ISA, atom):
     each element is added atomically on its own and rounded to its type (round to nearest even; .noftz keeps
     subnormals); a vector atomic is not one atomic over the whole vector. atom returns the old values."""
     vn = vector_count(ins.parts)
-    half = _halves_of(ty)
+    half = half_format(ty)
     esz = 4 if ty in ("f32", "f16x2", "bf16x2") else 2 if half is not None else None
     if esz is None:
         raise Unsupported(ins.op)
@@ -287,11 +286,7 @@ def _float_adds(m, ins, is_red, ty):
     items = b_op.items if b_op.kind == "vec" else [b_op]
 
     def element_adds(ins, mask, full):
-        lanes = np.nonzero(mask)[0]
-        a = m.addr(addr_op, ins)
-        sp = space
-        if sp == "generic":
-            sp, a = m.resolve_generic(a, lanes, ins)
+        lanes, sp, a = _atomic_addresses(m, addr_op, space, mask, ins)
         vals = [np.broadcast_to(np.asarray(m.rd(it, reg_ty, ins)), (m.n,)) for it in items]
         olds = [np.zeros(m.n, DT[reg_ty]) for _ in items]
         for t in lanes:

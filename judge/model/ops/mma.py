@@ -24,6 +24,7 @@ import numpy as np
 
 from judge.model import checks
 from judge.model.errors import Unsupported
+from judge.model.ops.common import half_format
 from judge.model.registry import op
 
 
@@ -31,12 +32,8 @@ def _halves(words, kind):
     """.b32 registers holding two 16-bit values -> float64 pairs (low half first)."""
     w = np.asarray(words).astype(np.uint32)
     lo, hi = (w & np.uint32(0xFFFF)).astype(np.uint16), (w >> np.uint32(16)).astype(np.uint16)
-    if kind == "f16":
-        f = lambda h: h.view(np.float16).astype(np.float64)     # noqa: E731
-    else:
-        import ml_dtypes
-        f = lambda h: h.view(ml_dtypes.bfloat16).astype(np.float64)   # noqa: E731
-    return f(lo), f(hi)
+    el = half_format(kind)
+    return lo.view(el).astype(np.float64), hi.view(el).astype(np.float64)
 
 
 def _tf32(words):

@@ -81,7 +81,6 @@ def store_async(m, ins):
             mb = completion.mbarrier_at(m, ins, (r, int(boff[0])), t)
             off = int(doff[0])
             words = m.words_of(doff, w)[0]
-            data = np.stack([v[t] for v in vals]).astype(DT[ty]).view(np.uint8)
             pos = off + np.arange(w)
             if is_red:
                 # in flight with another reduction is legal (they commute); with anything else it races
@@ -95,6 +94,7 @@ def store_async(m, ins):
                 checks.check_overwrite(m, np.array([r]), words[None, :], one, ins, what)
                 m.w_atomic[r, words] = False
                 m.smw[r, words] = POISON32
+                data = np.stack([v[t] for v in vals]).astype(DT[ty]).view(np.uint8)
                 m.tma_loads.append({"mb": mb, "cta": r, "pos": pos, "data": data, "words": words})
             m.w_state[r, words] = TMA_PENDING
             m.w_thread[r, words] = mb.col
