@@ -29,6 +29,8 @@ run (python -m judge.record.hopper_run), which measures the same functions.
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round23  # clock, power
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round24  # clusters of 4
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round25  # L2 traffic by kind
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round26  # L2 and GROUP_M
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py round27  # L2 coalescer
     cd <repo> && PYTHONPATH=$PWD python chapters/04_wgmma/explore_h200.py clockfit   # any machine: clock against traffic
     cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python chapters/04_wgmma/explore_h200.py ledger ch05.fp8_promote2 ...
 
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -925,29 +928,133 @@ def round25() -> int:
     return 0
 
 
-def clock_fit(sections=("ch04.counters", "ch05.counters")) -> dict:
-    """Any machine: a least-squares fit, over every GEMM the record's counters pass profiled, of the SM clock it
-    ran at under Nsight Compute (one launch, --clock-control none) against its L2 traffic, tensor-pipe share of
-    the elapsed time and DRAM traffic (TB/s). A lead for chapter 4's "L2 bytes cost clock", not a record figure:
-    {"coef": {term: MHz per unit}, "r2", "rows"}."""
-    import numpy as np
-    from judge import record
-    rows = []
-    for sec in sections:
-        for r in (record.figures(sec) or {}).get("rows", []):
-            s = r.get("summary") or {}
-            dur = s.get("duration ns (profiled, not a timing)")
-            if not dur or not isinstance(s.get("SM clock Hz (while profiled)"), float):
-                continue
-            rows.append({"id": r["id"], "MHz": s["SM clock Hz (while profiled)"] / 1e6,
-                         "L2 TB/s": s["L2 bytes"] / dur / 1e3, "tensor % of elapsed": s["tensor pipe % of elapsed"],
-                         "DRAM TB/s": s["DRAM bytes"] / dur / 1e3})
-    terms = ("L2 TB/s", "tensor % of elapsed", "DRAM TB/s")
-    X = np.array([[1.0] + [r[t] for t in terms] for r in rows])
-    y = np.array([r["MHz"] for r in rows])
-    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
-    r2 = 1 - float(((X @ coef - y) ** 2).sum() / ((y - y.mean()) ** 2).sum())
-    return {"coef": {"MHz at zero": coef[0], **dict(zip(terms, coef[1:]))}, "r2": r2, "kernels": len(rows), "rows": rows}
+#: round26: rung 8 and rung 9 with other GROUP_M (cluster tile-rows walked together)
+R26_GROUPS = {TOP: (1, 2, 4, 16, 32), PP: (4, 8, 32)}
+R26_LRC = ("lrc__t_requests.sum", "lrc__t_sectors.sum", "lrc__t_sectors_hit.sum",
+           "lts__t_requests_srcunit_tex_op_read.sum", "lts__t_requests_srcunit_ltcfabric.sum")
+#: round27: the L2 request coalescer (one per GPC, between the crossbar and the SMs): what its query lists
+R27_LRC = ("lrc__xbar2lrc_requests_op_read.sum", "lrc__request_sectors_op_read_coalescable.sum",
+           "lrc__request_sectors_op_read_coalescing_achieved_type_hardware.sum",
+           "lrc__request_sectors_op_read_coalescing_achieved_type_programmatic.sum",
+           "lrc__request_sectors_op_read_coalescing_type_programmatic.sum",
+           "lrc__lrc2xbar_sectors_op_read.sum", "lrc__lrc2xbar_sectors_op_read_coalescing_none.sum",
+           "lrc__lts2lrc_sectors_op_read.sum", "lrc__xbar2gpc_sectors_op_read.sum",
+           "lrc__xbar2gpc_sectors_op_read_coalescing_achieved_type_hardware.sum",
+           "lrc__xbar2gpc_sectors_op_read_coalescing_achieved_type_programmatic.sum",
+           "lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_requests_srcunit_tex_op_read.sum")
+
+
+def r26_name(base: str, g: int) -> str:
+    return f"{base}, GROUP_M {g}"
+
+
+def add_r26(ladder) -> list[str]:
+    """The round26 variants, in ladder.VARIANTS (the ncu child adds them the same way)."""
+    names = []
+    for base, groups in R26_GROUPS.items():
+        r = ladder.rung(base)
+        top = base == TOP
+        d = {**ladder._TOP_DEFINES, "RELEASE_LAG": 1} if top else \
+            {"BN": 128, "BM": 128, "BK": 64, "STAGES": 6, "GROUP_M": 16, "RELEASE_LAG": 1}
+        for g in groups:
+            ladder.VARIANTS.append({**r, "name": r26_name(base, g), "defines": {**d, "GROUP_M": g}})
+            names.append(r26_name(base, g))
+    return names
+
+
+def l2_child(name: str, n: int) -> int:
+    """Under ncu: one checked launch of a ladder kernel or round26 variant (counters' own child)."""
+    import ladder
+    from judge.record import counters
+    add_r26(ladder)
+    counters._run_ch04(name, n)
+    return 0
+
+
+def l2_profile(name: str, kernel: str, n: int, log_dir: Path, metrics=L2_METRICS + R26_LRC) -> dict:
+    """ncu with `metrics` on l2_child(name, n); names ncu refuses are dropped once."""
+    from judge.record import counters
+    mets = list(metrics)
+    log = log_dir / f"{re.sub('[^A-Za-z0-9]+', '_', name)}_{n}.csv"
+    row = {"name": name, "n": n}
+    for _ in range(2):
+        cmd = counters.ncu_command("x", kernel, mets, log, counters._ncu() or "ncu", ())[:-4]
+        cmd += [str(HERE / "explore_h200.py"), "l2child", name, str(n)]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=counters._child_env())
+        text = log.read_text(errors="replace") if log.exists() else ""
+        parsed = counters.parse_raw_csv(text) or counters.parse_raw_csv(p.stdout)
+        chk = [ln for ln in p.stdout.splitlines() if ln.startswith("COUNTERS-CHECK:")]
+        row["check"] = chk[-1] if chk else f"no check (rc {p.returncode}) " + (p.stdout + p.stderr)[-400:]
+        if parsed:
+            row["metrics"] = {m: v.get("value") for m, v in parsed[0]["metrics"].items()}
+            return row
+        said = text + p.stdout + p.stderr
+        bad = [m for m in mets if m in said]
+        row["refused"] = bad
+        if not bad:
+            break
+        mets = [m for m in mets if m not in bad]
+    return row
+
+
+def round26() -> int:
+    """The 26th call: round25 found rung 8's extra L2 traffic over cuBLAS all in read sectors that hit
+    (same DRAM bytes, same writes, same TMA bytes delivered to the SMs), and both below what their cluster
+    tiles need unless requests from different clusters are merged on the way. Does the tile order (GROUP_M)
+    move that? ncu's L2 counters (and the L2 request coalescer's, where ncu has them) for rung 8 and rung 9
+    at every GROUP_M of R26_GROUPS at 8192^3, then clocks.measure of rung 8's at the power cap."""
+    import clocks
+    import ladder
+    t0 = time.time()
+    res = {"smi": [smi()], "rows": []}
+    q = subprocess.run("ncu --query-metrics --chip gh100 2>&1 | grep -iE '^lrc|^lts__t_(requests|sectors)_srcunit' | head -60",
+                       shell=True, capture_output=True, text=True)
+    res["query"] = q.stdout
+    say(q.stdout[-3000:])
+    names = add_r26(ladder)
+    log_dir = OUT / "round26"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for name in [TOP] + [x for x in names if x.startswith(TOP)] + [PP] + [x for x in names if x.startswith(PP)]:
+        row = l2_profile(name, ladder.rung(name)["kernel"], 8192, log_dir)
+        res["rows"].append(row)
+        m = row.get("metrics") or {}
+        say(name, row["check"][:90], {k.split("__")[1][:40]: m.get(k) for k in
+                                      ("lts__t_sectors_srcunit_tex_op_read.sum", "lrc__t_sectors.sum",
+                                       "lts__t_sectors_lookup_hit.sum", "dram__bytes_read.sum")})
+        (OUT / "round26.json").write_text(json.dumps(res, indent=1, default=str))
+    res["clocks"] = clocks.measure(sizes=(8192,), kernels=[clocks.CUBLAS, TOP] +
+                                   [r26_name(TOP, g) for g in (2, 4, 16)])
+    res["smi"].append(smi())
+    (OUT / "round26.json").write_text(json.dumps(res, indent=1, default=str))
+    say(clocks.table(res["clocks"]))
+    say(f"{time.time() - t0:.0f}s")
+    return 0
+
+
+def round27() -> int:
+    """The 27th call: round26 found rung 8's L2 read sectors within 7 % of what its cluster tiles need at every
+    GROUP_M but 32 (where they equal it), and cuBLAS's 21 % below: requests merged before they reach L2. Is
+    that the L2 request coalescer (ncu's lrc__ unit, one per GPC), by hardware or by multicast? Its counters
+    for rung 8, rung 9 and cuBLAS bf16 at 8192^3."""
+    from judge.record import counters
+    import ladder
+    t0 = time.time()
+    res = {"smi": [smi()], "rows": []}
+    log_dir = OUT / "round27"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for name in (TOP, PP):
+        res["rows"].append(l2_profile(name, ladder.rung(name)["kernel"], 8192, log_dir, R27_LRC))
+    k = next(x for x in counters.kernels() if x["id"] == "ch04.cublas_bf16_8192")
+    row = counters.profile_one(k, R27_LRC, log_dir, counters._ncu() or "ncu", sections=())
+    res["rows"].append({"name": "cuBLAS", "check": row.get("check"), "refused": row.get("refused_metrics"),
+                        "metrics": {m: (row.get("metrics") or {}).get(m, {}).get("value") for m in R27_LRC}})
+    for r in res["rows"]:
+        say(r["name"], str(r.get("check"))[:70], r.get("refused"))
+        for m in R27_LRC:
+            say(f"   {m:75s} {(r.get('metrics') or {}).get(m)}")
+    (OUT / "round27.json").write_text(json.dumps(res, indent=1, default=str))
+    say(f"{time.time() - t0:.0f}s")
+    return 0
 
 
 def main() -> int:
@@ -958,8 +1065,15 @@ def main() -> int:
         return round24()
     if sys.argv[1:2] == ["round25"]:
         return round25()
+    if sys.argv[1:2] == ["round26"]:
+        return round26()
+    if sys.argv[1:2] == ["round27"]:
+        return round27()
+    if sys.argv[1:2] == ["l2child"]:             # ncu's child of round26
+        return l2_child(sys.argv[2], int(sys.argv[3]))
     if sys.argv[1:2] == ["clockfit"]:            # any machine: from the record
-        fit = clock_fit()
+        import clocks
+        fit = clocks.clock_fit()
         say(json.dumps({k: fit[k] for k in ("coef", "r2", "kernels")}, indent=1))
         return 0
     if sys.argv[1:2] == ["stress"]:

@@ -164,16 +164,13 @@ def _tile(smem: np.ndarray, start: int, rows: int) -> np.ndarray:
     return out
 
 
-def _random_src(seed: int, smem_bytes: int, poison_tail: bool) -> np.ndarray:
+def _random_src(seed: int, poison_past: int | None = None) -> np.ndarray:
     """The probe's source: random normal bf16 bits for the bytes one block copies (SRC_VECTORS 16-byte
-    vectors in all); poison_tail: NaN past them, so a read past the tiles shows in the sum."""
+    vectors in all); poison_past (a byte offset): NaN from there on, so a read past the tiles shows in the sum."""
     import ml_dtypes
-    rng = np.random.default_rng(seed)
-    if not poison_tail:
-        return rng.standard_normal(SRC_VECTORS * 8).astype(ml_dtypes.bfloat16).view(np.uint16)
-    src = rng.standard_normal(smem_bytes // 2).astype(ml_dtypes.bfloat16).view(np.uint16)
-    src = np.concatenate([src, np.zeros(SRC_VECTORS * 8 - src.size, np.uint16)])   # block 0 reads the front
-    src[smem_bytes // 2:] = 0x7FC0
+    src = np.random.default_rng(seed).standard_normal(SRC_VECTORS * 8).astype(ml_dtypes.bfloat16).view(np.uint16)
+    if poison_past is not None:
+        src[poison_past // 2:] = 0x7FC0
     return src
 
 
@@ -197,7 +194,7 @@ def model_check(warpgroups: int, n: int, chains: int, lag: int, iters: int = 2, 
 
     from judge.gpu import launch as _launch
     seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
-    src = _random_src(seed, warpgroups * chains * A_BYTES + n * 128, poison_tail=True)
+    src = _random_src(seed, poison_past=warpgroups * chains * A_BYTES + n * 128)
     cycles = np.zeros(1, np.int64)
     sink = np.full(128 * warpgroups, np.nan, np.float32)
     _launch.launch(build(warpgroups, n, chains, lag, patch), "issue_rate", grid=(1, 1, 1),
@@ -215,7 +212,7 @@ def model_check_fed(warpgroups: int, n: int, chains: int, lag: int, iters: int =
 
     from judge.gpu import launch as _launch
     seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
-    src = _random_src(seed, 0, poison_tail=False)
+    src = _random_src(seed)
     cycles, feed_cycles = np.zeros(1, np.int64), np.zeros(1, np.int64)
     during = np.full(1, -1, np.int32)
     sink = np.full(128 * warpgroups, np.nan, np.float32)

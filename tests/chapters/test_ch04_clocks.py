@@ -112,3 +112,51 @@ def test_the_record_supports_what_the_notebooks_print(section, counters):
         assert r["speed"] == pytest.approx(r["cycles"] * r["clock"], rel=0.02)
     said = dict(clocks.claims(figs, record.figures(counters) if counters else None))
     assert said["power cap"], said
+
+
+def profiled(kid, mhz, l2_tbs, tensor, dram_tbs=1.0, dur_ns=1e6):
+    """A counters row as the record keeps it: a GEMM profiled for dur_ns at mhz, moving l2_tbs TB/s through L2."""
+    return {"id": kid, "summary": {"duration ns (profiled, not a timing)": dur_ns, "SM clock Hz (while profiled)": mhz * 1e6,
+                                   "L2 bytes": l2_tbs * dur_ns * 1e3, "DRAM bytes": dram_tbs * dur_ns * 1e3,
+                                   "tensor pipe % of elapsed": tensor}}
+
+
+def test_the_clock_fit_recovers_a_known_slope_and_says_so():
+    rng = __import__("numpy").random.default_rng(7)
+    rows = []
+    for i in range(20):                           # clock = 2000 - 40 per TB/s - 5 per tensor point, plus noise
+        l2, t, d = rng.uniform(5, 10), rng.uniform(50, 95), rng.uniform(0.5, 2)
+        rows.append(profiled(f"k{i}", 2000 - 40 * l2 - 5 * t + rng.normal(0, 3), l2, t, d))
+    fit = clocks.clock_fit([{"rows": rows}])
+    assert fit["kernels"] == 20 and fit["r2"] > 0.9
+    assert fit["coef"]["L2 TB/s"] == pytest.approx(-40, abs=3)
+    assert fit["coef"]["tensor % of elapsed"] == pytest.approx(-5, abs=0.5)
+    said = clocks.fit_claim(fit)
+    assert "40 MHz less clock" in said or "39 MHz less clock" in said or "41 MHz less clock" in said
+    assert "5.0 MHz less" in said or "4.9 MHz less" in said or "5.1 MHz less" in said
+
+
+def test_the_clock_fit_says_nothing_where_traffic_does_not_cost_clock():
+    rng = __import__("numpy").random.default_rng(8)
+    rows = [profiled(f"k{i}", 1500 + 30 * l2 + rng.normal(0, 3), l2, 80) for i, l2 in enumerate(rng.uniform(5, 10, 12))]
+    assert clocks.fit_claim(clocks.clock_fit([{"rows": rows}])) is None          # traffic with MORE clock
+    noisy = [profiled(f"k{i}", 1500 - 40 * l2 + rng.normal(0, 200), l2, 80) for i, l2 in enumerate(rng.uniform(5, 10, 12))]
+    assert clocks.fit_claim(clocks.clock_fit([{"rows": noisy}])) is None         # R² too low to say
+    assert clocks.clock_fit([{"rows": rows[:5]}]) is None                         # too few GEMMs to fit
+    fig = clocks.draw_fit(clocks.clock_fit([{"rows": rows}]))
+    assert len(fig.get_axes()[0].collections[0].get_offsets()) == 12
+
+
+def test_ping_pong_is_said_to_read_more_l2_only_where_the_counters_show_it():
+    more = {"rows": COUNTERS["rows"] + [{"id": "ch04.ping_pong", "summary": {"L2 bytes": 1.8e9}}]}
+    assert "1.54x rung 8's L2 bytes" in dict(clocks.claims(figs_like_the_h200(), more))["ping-pong pays twice"]
+    same = {"rows": COUNTERS["rows"] + [{"id": "ch04.ping_pong", "summary": {"L2 bytes": 1.2e9}}]}
+    said = dict(clocks.claims(figs_like_the_h200(), same))["ping-pong pays twice"]
+    assert said and "L2 bytes" not in said
+
+
+def test_the_record_fit_supports_what_chapter_4_prints():
+    fit = clocks.clock_fit()
+    if fit is None:
+        pytest.skip("no counters in record/hopper.json")
+    assert clocks.fit_claim(fit), fit["coef"]
