@@ -1002,7 +1002,12 @@ def round26() -> int:
     (same DRAM bytes, same writes, same TMA bytes delivered to the SMs), and both below what their cluster
     tiles need unless requests from different clusters are merged on the way. Does the tile order (GROUP_M)
     move that? ncu's L2 counters (and the L2 request coalescer's, where ncu has them) for rung 8 and rung 9
-    at every GROUP_M of R26_GROUPS at 8192^3, then clocks.measure of rung 8's at the power cap."""
+    at every GROUP_M of R26_GROUPS at 8192^3, then clocks.measure of rung 8's at the power cap.
+    Measured on the H200 (2026-12-02): no. Rung 8's L2 read sectors from the SMs were 250-257 M at GROUP_M
+    1, 2, 4, 8, 16 and 268.4 M (exactly what its tiles request) at 32; DRAM reads moved instead (1.23 GB at 8,
+    1.47-1.50 at 4 and 16, 2.35-2.38 at 1, 2 and 32). At the cap GROUP_M 2, 4, 16 ran 0.980, 0.996, 0.999 of
+    cuBLAS against GROUP_M 8's 1.004. Rung 9: 359 M read sectors at its GROUP_M 16, 379-396 M at 4, 8, 32.
+    (The R26_LRC names are not ncu's: ncu dropped them; round27 has the coalescer's real counters.)"""
     import clocks
     import ladder
     t0 = time.time()
@@ -1035,7 +1040,12 @@ def round27() -> int:
     """The 27th call: round26 found rung 8's L2 read sectors within 7 % of what its cluster tiles need at every
     GROUP_M but 32 (where they equal it), and cuBLAS's 21 % below: requests merged before they reach L2. Is
     that the L2 request coalescer (ncu's lrc__ unit, one per GPC), by hardware or by multicast? Its counters
-    for rung 8, rung 9 and cuBLAS bf16 at 8192^3."""
+    for rung 8, rung 9 and cuBLAS bf16 at 8192^3.
+    Measured on the H200 (2026-12-02), read sectors: requested by the SMs 268.4 M (rung 8), 402.7 M (rung 9),
+    245.4 M (cuBLAS, whose kernel at 8192^3 is nvjet_sm90_tst_320x128_64x3_1x2: 320 x 128 tiles, so 6.7 %
+    fewer bytes per MAC than 128 x 256); multicast ("programmatic") 134.2 M, 134.2 M, 136.3 M; merged by the
+    hardware 11.5 M (4.3 %), 26.0 M (6.5 %), 28.9 M (11.8 %); sent on to L2 256.9 M, 376.7 M, 216.5 M.
+    Delivered to the SMs: 402.7 M, 536.9 M, 381.7 M."""
     from judge.record import counters
     import ladder
     t0 = time.time()
