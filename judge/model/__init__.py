@@ -132,9 +132,12 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    too ("a loop that never ends"): size the model's cases so a correct run stays far below it.
    Clusters run one after another, so a kernel with global atomics or volatile/acquire loads that
    runs past the budget with more than one cluster may be waiting for another block: Unsupported.
-12. Anything else the model does not know (im2col TMA, wgmma with other types,
-   barrier reductions, calls other than __assertfail, textures, ...) raises Unsupported naming the
-   PTX instruction: never a verdict.
+12. Anything else the model does not know (im2col TMA, wgmma with other types, the SIMD video
+   instructions other than vabsdiff4, calls other than __assertfail, textures, ...) raises Unsupported
+   naming the PTX instruction: never a verdict. So does a form whose type or modifier a family's tables
+   lack (scheduler.handler_for), rather than ending the run as an internal error. bar.red (what
+   __syncthreads_count / _and / _or compile to) gives every waiter the reduction once the last thread
+   the barrier counts has arrived.
 13. A machine no kernel can tell from an H200: %nsmid reads `sms` (132), %smid the SM the block
    would get in the launch's first wave, %nctaid / %nclusterid / %clusterid / %cluster_* those of
    the real grid. `max_blocks` runs a random sample of whole clusters of a larger grid

@@ -96,7 +96,13 @@ def handler_for(m, ins):
     factory = registry.lookup(ins.parts)
     if factory is None:
         raise Unsupported(ins.op, where=m.where(ins))
-    return factory(m, ins)
+    try:
+        return factory(m, ins)
+    except (IndexError, KeyError) as e:
+        # a factory that finds no entry for the instruction's type or modifier (a form its tables lack) would
+        # otherwise end the run as an internal error: the model has no verdict for the form, and says so
+        raise Unsupported(ins.op, f"a form of `{ins.parts[0]}` the model has no rule for "
+                          f"({type(e).__name__}: {e})", where=m.where(ins)) from e
 
 
 def _out_of_budget(m, ins):
@@ -196,6 +202,8 @@ def release_barrier(m, key, ins):
     if not done:
         return
     del m.bars[key]
+    for write in b.get("on_release", ()):          # bar.red: each arrival's result, now that all are in
+        write(b)
     checks.join(m, b["mask"], b["waiters"])
     m.blocked[b["waiters"]] = False
     for t in np.nonzero(b["waiters"])[0]:

@@ -323,6 +323,75 @@ def test_a_barrier_that_waits_for_more_threads_than_arrive_hangs_with_its_count(
     assert "barrier 2" in str(e.value) and "64 of 96" in str(e.value)
 
 
+@pytest.mark.parametrize("form,want", [("popc.u32", lambda p: np.count_nonzero(p)), ("and.pred", lambda p: p.all()),
+                                        ("or.pred", lambda p: p.any())])
+def test_bar_red_gives_every_thread_the_reduction_over_the_whole_block(form, want):
+    # each thread's predicate: x[tid] > 0; warps arrive one by one, and only the last arrival can know the result
+    x = _rand()
+    if form == "and.pred":
+        x = np.abs(x) + 0.5 if np.random.default_rng().integers(2) else x    # sometimes every predicate holds
+    out = np.full(64, 0xDEAD, np.uint32)
+    dst, store = ("%r5", "mov.u32 %r6, %r5;") if form == "popc.u32" else ("%p2", "selp.u32 %r6, 1, 0, %p2;")
+    _run(f"""
+    ld.global.f32 %f1, [%rd3];
+    setp.gt.f32 %p1, %f1, 0f00000000;
+    bar.red.{form} {dst}, 0, %p1;
+    {store}
+    st.global.u32 [%rd4], %r6;
+""", x, out)
+    assert (out == int(want(x > 0))).all(), out
+
+
+def test_bar_red_reads_a_negated_predicate_and_counts_only_the_threads_named():
+    # 64 threads meet at barrier 3 counted as 64 of a 96-thread block: the last warp never arrives there
+    x = _rand(96)
+    out = np.full(96, 0xDEAD, np.uint32)
+    _run("""
+    setp.ge.u32 %p3, %r0, 64;
+    @%p3 bra END;
+    ld.global.f32 %f1, [%rd3];
+    setp.gt.f32 %p1, %f1, 0f00000000;
+    bar.red.popc.u32 %r5, 3, 64, !%p1;
+    st.global.u32 [%rd4], %r5;
+END:
+""", x, out, block=96)
+    assert (out[:64] == np.count_nonzero(x[:64] <= 0)).all() and (out[64:] == 0xDEAD).all()
+
+
+def test_threads_meeting_at_one_barrier_with_different_reductions_are_refused():
+    from judge.model.errors import Unsupported
+    with pytest.raises(Unsupported, match="different reductions"):
+        _run("""
+    setp.lt.u32 %p1, %r0, 32;
+    @%p1 bra LOW;
+    bar.red.or.pred %p2, 0, %p1;
+    bra.uni END;
+LOW:
+    bar.red.and.pred %p2, 0, %p1;
+END:
+""", np.zeros(64, np.uint32), np.zeros(64, np.uint32))
+
+
+def test_syncthreads_count_and_or_from_cuda_compute_on_the_model(tmp_path):
+    from judge.gpu import build
+    (tmp_path / "votes.cu").write_text(r"""
+extern "C" __global__ void votes(const float* x, int* out) {
+  const int i = threadIdx.x;
+  const bool p = x[i] > 0.f;
+  out[3 * i] = __syncthreads_count(p);
+  out[3 * i + 1] = __syncthreads_and(p);
+  out[3 * i + 2] = __syncthreads_or(x[i] > 1.f);
+}
+""")
+    b = build.compile(tmp_path / "votes.cu")
+    x = _rand(128)
+    out = np.full(3 * 128, -1, np.int32)
+    model.run(b, "votes", grid=(1,), block=(128,), args=(x, out))
+    got = out.reshape(128, 3)
+    assert (got[:, 0] == np.count_nonzero(x > 0)).all()
+    assert (got[:, 1] == int((x > 0).all())).all() and (got[:, 2] == int((x > 1).any())).all()
+
+
 def test_bar_warp_sync_orders_a_warps_shared_writes():
     x = _rand()
     out = np.full(64, np.nan, np.float32)
@@ -565,3 +634,25 @@ def test_vector_and_packed_half_atomic_adds_add_every_element(tmp_path):
         assert (v[:, 1] == 16).all()                                     # 16 ones per slot: exact in both
         assert np.allclose(v[:, 0], s, atol=16 * eps * np.abs(x).max() * 4)  # 16 roundings of a small sum
     assert rep.counts["atom"] == 4 * 64
+
+
+def test_the_h200_computes_syncthreads_count_and_or_as_the_model_does(tmp_path):
+    from judge import gpu
+    gpu.need("sm_90")
+    import cupy
+    from judge.gpu import build
+    (tmp_path / "votes.cu").write_text(r"""
+extern "C" __global__ void votes(const float* x, int* out) {
+  const int i = threadIdx.x;
+  out[3 * i] = __syncthreads_count(x[i] > 0.f);
+  out[3 * i + 1] = __syncthreads_and(x[i] > -1.5f);
+  out[3 * i + 2] = __syncthreads_or(x[i] > 1.5f);
+}
+""")
+    b = build.compile(tmp_path / "votes.cu")
+    x = _rand(128)
+    on_model = np.full(3 * 128, -1, np.int32)
+    model.run(b, "votes", grid=(1,), block=(128,), args=(x, on_model))
+    on_gpu = cupy.full(3 * 128, -1, cupy.int32)
+    b.kernel("votes")((1, 1, 1), (128, 1, 1), (cupy.asarray(x), on_gpu))
+    assert np.array_equal(cupy.asnumpy(on_gpu), on_model)

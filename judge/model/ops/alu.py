@@ -39,11 +39,44 @@ def _binop(m, ins, fn_int, fn_float):
     return binary
 
 
+_INT_PAIRS = ("u16x2", "s16x2")
+
+
+def _int_pair(ins) -> bool:
+    return any(t in ins.parts for t in _INT_PAIRS)
+
+
+def _int_halves(m, ins, fn):
+    """add / sub / min / max on .u16x2 / .s16x2 (sm_90): two 16-bit integers in a .b32, each computed on its own
+    and wrapped at 16 bits; .relu (min / max on .s16x2) makes a negative result 0. RULE (PTX ISA, add, min,
+    max): a's low half pairs with b's low half, and .sat does not apply to the pairs."""
+    signed = "s16x2" in ins.parts
+    if "sat" in ins.parts or ("relu" in ins.parts and not signed) or len(ins.args) != 3:
+        raise Unsupported(ins.op, "this form of packed 16-bit integer arithmetic")
+    relu = "relu" in ins.parts
+    d, a, b = ins.args
+
+    def per_half(ins, mask, full):
+        ra, rb = (np.broadcast_to(np.asarray(m.rd(o, "b32", ins)), (m.n,)).astype(np.uint32) for o in (a, b))
+        out = np.zeros(m.n, np.uint32)
+        for shift in (0, 16):
+            xs = [((r >> np.uint32(shift)) & np.uint32(0xFFFF)).astype(np.uint16) for r in (ra, rb)]
+            xs = [(x.view(np.int16) if signed else x).astype(np.int64) for x in xs]
+            v = fn(*xs)
+            if relu:
+                v = np.maximum(v, 0)
+            out |= (v & 0xFFFF).astype(np.uint32) << np.uint32(shift)
+        m.wr(d, out, mask, full)
+    return per_half
+
+
 @op("add")
 def add(m, ins):
     """add (and add.sat.s32): two's complement wrap, or one float rounding."""
     if "cc" in ins.parts or ins.parts[0] in ("addc", "subc"):
         raise Unsupported(ins.op, "carry chains")
+    if _int_pair(ins):
+        return _int_halves(m, ins, lambda x, y: x + y)
     if "sat" in ins.parts and "s32" in ins.parts:
         return _binop(m, ins, lambda x, y, t: np.clip(x.astype(np.int64) + y, -2**31, 2**31 - 1), None)
     return _binop(m, ins, lambda x, y, t: x.astype(np.int64) + y if np.dtype(DT[t]).itemsize < 8 else x + y,
@@ -53,6 +86,8 @@ def add(m, ins):
 @op("sub")
 def sub(m, ins):
     """sub: two's complement wrap, or one float rounding."""
+    if _int_pair(ins):
+        return _int_halves(m, ins, lambda x, y: x - y)
     return _binop(m, ins, lambda x, y, t: x.astype(np.int64) - y if np.dtype(DT[t]).itemsize < 8 else x - y,
                   lambda x, y: x - y)
 
@@ -149,11 +184,21 @@ def rem(m, ins):
 
 @op("min", "max")
 def min_max(m, ins):
-    """min / max (floats: a NaN operand gives the other operand)."""
+    """min / max (floats: a NaN operand gives the other operand; .relu on .s32, .s16x2 and the half types: a
+    negative result is 0)."""
     fn = np.minimum if ins.parts[0] == "min" else np.maximum
     ffn = fn if "NaN" in ins.parts else np.fmin if ins.parts[0] == "min" else np.fmax   # .NaN: NaN wins
-    if "xorsign" in ins.parts or ("relu" in ins.parts and types(ins.parts)[-1] not in ("f16x2", "bf16x2", "bf16")):
+    if _int_pair(ins):
+        return _int_halves(m, ins, fn)
+    if len(ins.args) != 3:
+        raise Unsupported(ins.op, "three-input min / max")
+    if "xorsign" in ins.parts:
         raise Unsupported(ins.op)
+    if "relu" in ins.parts:
+        if "s32" in ins.parts:
+            return _binop(m, ins, lambda x, y, t: np.maximum(fn(x, y), 0), None)
+        if types(ins.parts)[-1] not in ("f16x2", "bf16x2", "bf16"):
+            raise Unsupported(ins.op)
     return _binop(m, ins, lambda x, y, t: fn(x, y), lambda x, y: ffn(x, y))
 
 
@@ -534,6 +579,29 @@ def shf(m, ins):
 op("and")(_logic(lambda x, y: x & y))
 op("or")(_logic(lambda x, y: x | y))
 op("xor")(_logic(lambda x, y: x ^ y))
+
+
+@op("vabsdiff4")
+def vabsdiff4(m, ins):
+    """vabsdiff4.u32.u32.u32 d, a, b, c: |a_i - b_i| for each of the four unsigned bytes (what __vabsdiffu4 compiles
+    to); with .add, d = c + the four differences summed (__vsadu4). Only the default byte selectors and mask
+    (a's bytes 3210 against b's, every byte written) are modelled; other forms are refused."""
+    p = ins.parts
+    if p[1:4] != ["u32", "u32", "u32"] or "sat" in p or len(ins.args) != 4 or \
+            any(getattr(o, "sel", None) for o in ins.args) or len(p) > 4 + ("add" in p):
+        raise Unsupported(ins.op, "vabsdiff4 other than .u32.u32.u32 with the default selectors")
+    d, a, b, c = ins.args
+    acc = "add" in p
+
+    def byte_abs_diff(ins, mask, full):
+        x, y = (np.broadcast_to(np.asarray(m.rd(o, "u32", ins)), (m.n,)).astype(np.int64) for o in (a, b))
+        diffs = [np.abs(((x >> s) & 0xFF) - ((y >> s) & 0xFF)) for s in (0, 8, 16, 24)]
+        if acc:
+            r = (np.broadcast_to(np.asarray(m.rd(c, "u32", ins)), (m.n,)).astype(np.int64) + sum(diffs)) & 0xFFFFFFFF
+        else:
+            r = sum(v << s for v, s in zip(diffs, (0, 8, 16, 24)))
+        m.wr(d, r.astype(np.uint32), mask, full)
+    return byte_abs_diff
 
 
 @op("copysign")

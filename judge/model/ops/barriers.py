@@ -16,17 +16,37 @@ from judge.model.ops.common import no_effect
 from judge.model.registry import op
 
 
+#: bar.red / barrier.red: the reduction over the predicates of every thread the barrier counted
+_REDUCE = {"popc": lambda ps: np.uint32(np.count_nonzero(ps)), "and": lambda ps: bool(ps.all()),
+           "or": lambda ps: bool(ps.any())}
+
+
+def _reduction(ins):
+    """(kind, destination, predicate) of bar.red.popc.u32 d, a{, b}, {!}c / bar.red.{and,or}.pred p, a{, b}, {!}c;
+    None for the other barriers."""
+    p = ins.parts
+    if "red" not in p:
+        return None
+    kind = next((k for k in _REDUCE if k in p), None)
+    if kind is None or "arrive" in p or len(ins.args) not in (3, 4):
+        raise Unsupported(ins.op, "this form of barrier reduction")
+    return kind, ins.args[0], ins.args[-1]
+
+
 @op("bar", "barrier")
 def block_barrier(m, ins):
-    """bar.sync / bar / barrier.sync(.aligned) / bar.arrive / barrier.arrive: a block barrier with an id and an optional thread count (bar.red is Unsupported)."""
+    """bar.sync / bar / barrier.sync(.aligned) / bar.arrive / barrier.arrive: a block barrier with an id and an
+    optional thread count. bar.red (what __syncthreads_count / _and / _or compile to) is a bar.sync that also
+    reduces one predicate per thread: every waiter gets the popc, and or or of all the threads the barrier
+    counted, once the last of them arrived (PTX ISA, bar.red)."""
     p = ins.parts
-    if "red" in p:
-        raise Unsupported(ins.op, "barrier reductions")
+    red = _reduction(ins)
     arrive = "arrive" in p
-    if not arrive and "sync" not in p and not (p[0] == "bar" and len(p) == 1):
+    if not red and not arrive and "sync" not in p and not (p[0] == "bar" and len(p) == 1):
         raise Unsupported(ins.op)
-    id_op = ins.args[0] if ins.args else None
-    cnt_op = ins.args[1] if len(ins.args) > 1 else None
+    args = ins.args[1:-1] if red else ins.args
+    id_op = args[0] if args else None
+    cnt_op = args[1] if len(args) > 1 else None
 
     def barrier_sync(ins, mask, full):
         ids = np.broadcast_to(np.asarray(m.rd(id_op, "u32", ins)) if id_op else np.uint32(0), (m.n,))
@@ -44,6 +64,10 @@ def block_barrier(m, ins):
                                    "expected": None, "pc": m.cur_pc}
             if cnts is not None:
                 b["expected"] = int(cnts[ts[0]])
+            if red:
+                _arrive_reducing(m, b, ins, red, ts)
+            elif b.get("reduce"):
+                raise Unsupported(ins.op, "a plain bar.sync on a barrier that other threads reduce on (bar.red)")
             b["mask"][ts] = True
             m.VC[ts, ts] = m.gtime
             if not arrive:
@@ -53,6 +77,24 @@ def block_barrier(m, ins):
                     m.block_why[int(t)] = ("bar", key)
             scheduler.release_barrier(m, key, ins)
     return barrier_sync
+
+
+def _arrive_reducing(m, b, ins, red, ts):
+    """Threads ts arrive at barrier b with bar.red: keep each one's predicate, and have the release (the
+    scheduler runs b["on_release"] when the last thread arrived) write the reduction into their destination."""
+    kind, dst, pred = red
+    if b.get("reduce", kind) != kind or (b["mask"].any() and "reduce" not in b):
+        raise Unsupported(ins.op, "threads meeting at one barrier with different reductions (or bar.sync)")
+    b["reduce"] = kind
+    preds = b.setdefault("preds", np.zeros(m.n, bool))
+    preds[ts] = np.broadcast_to(np.asarray(m.rd(pred, "pred", ins)), (m.n,))[ts]
+    lanes = np.zeros(m.n, bool)
+    lanes[ts] = True
+
+    def write_result(b):
+        v = _REDUCE[kind](b["preds"][b["mask"]])
+        m.wr(dst, np.full(m.n, v, np.bool_ if kind != "popc" else np.uint32), lanes, False, internal=True)
+    b.setdefault("on_release", []).append(write_result)
 
 
 @op("bar.warp", "barrier.warp")
