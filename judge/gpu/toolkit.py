@@ -31,7 +31,7 @@ def _nvidia_root() -> Path | None:
 
 
 #: headers that tell whether a folder holds what a kernel may include
-_NEEDS = {"runtime": "cuda_runtime.h", "cccl": "cuda/ptx", "nv": "nv/target"}
+_NEEDS = {"runtime": "cuda_runtime.h", "cccl": "cuda/ptx", "nv": "nv/target", "crt": "crt/mma.h"}   # crt: <mma.h> (wmma)
 
 
 def _toolkit_roots() -> list[Path]:
@@ -46,7 +46,8 @@ def include_dirs() -> tuple[str, ...]:
     First the pip wheels' headers (nvidia/cu13/include and its cccl/ folder); then, for whatever is still
     missing (CCCL's <cuda/ptx> and <nv/target>, which <cooperative_groups.h> needs), a toolkit's
     include/cccl and include folders. A learner's pip install has everything from the wheels
-    (nvidia-cuda-cccl); the H200 image's wheels lack CCCL, which its toolkit has in include/cccl.
+    (nvidia-cuda-cccl, and nvidia-cuda-crt for <mma.h>'s crt/ headers); the H200 image's wheels lack CCCL,
+    which its toolkit has in include/cccl.
     """
     cands = []
     root = _nvidia_root()

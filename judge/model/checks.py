@@ -44,9 +44,11 @@ class Rule(NamedTuple):
 _MCM = "Memory Consistency Model"
 RULES: dict[str, Rule] = {
     "alignment": Rule("Data Movement and Conversion Instructions: cp.async, cp.async.bulk, "
-                      "cp.async.bulk.tensor, ld/st; mbarrier (Size and alignment of mbarrier object)",
+                      "cp.async.bulk.tensor, ld/st; mbarrier (Size and alignment of mbarrier object); "
+                      "wmma.load / wmma.store",
                       "an address must be aligned to its access: cp.async to its cp-size, bulk copies and TMA "
-                      "boxes to 16 bytes, an mbarrier object to 8 bytes, a vector ld/st to its size"),
+                      "boxes to 16 bytes, an mbarrier object to 8 bytes, a vector ld/st to its size, a wmma "
+                      "matrix to 32 bytes with a stride of whole 16 bytes"),
     "async-overwrite-race": Rule(f"{_MCM}: Ordering of memory operations (causality order); cp.async, "
                                  "cp.async.bulk.tensor",
                                  "an asynchronous write into shared memory must be ordered after every "

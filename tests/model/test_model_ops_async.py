@@ -704,3 +704,116 @@ def test_mma_sync_by_part_of_a_warp_is_a_violation():
     @%p9 mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%fd0, %fd1, %fd2, %fd3}, {%ra0, %ra1, %ra2, %ra3}, {%rb0, %rb1}, {%fd0, %fd1, %fd2, %fd3};
 """, (np.zeros(32, np.uint32), np.zeros(32, np.uint32)), block=32)
     assert e.value.rule == "warp-aligned"
+
+
+# ---------------------------------------------------------------------------- wmma (nvcuda::wmma through <mma.h>)
+WMMA = r"""
+#include <mma.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+using namespace nvcuda;
+// C (16 x 16, f32, row-major with leading dimension ldc) = A (16 x K, row-major) x B (K x 16, LAYOUT) + C, one
+// warp; A goes through shared memory on the way (with a padded leading dimension), B and C straight from global.
+template <typename T, typename LAYOUT, bool B_ROW>
+__device__ void tile(const T* a, const T* b, float* c, int K, int ldb, int ldc) {
+  __shared__ alignas(32) T sa[16 * 40];
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, T, LAYOUT> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+  wmma::load_matrix_sync(fc, c, ldc, wmma::mem_row_major);
+  for (int k = 0; k < K; k += 16) {
+    for (int i = threadIdx.x; i < 256; i += 32) sa[(i / 16) * 40 + i % 16] = a[(i / 16) * K + k + i % 16];
+    __syncwarp();
+    wmma::load_matrix_sync(fa, sa, 40);
+    wmma::load_matrix_sync(fb, b + (B_ROW ? k * ldb : k), ldb);
+    for (int i = 0; i < fa.num_elements; ++i) fa.x[i] = fa.x[i] * T(2.0f);   // element-wise: every element
+    wmma::mma_sync(fc, fa, fb, fc);
+    __syncwarp();
+  }
+  wmma::store_matrix_sync(c, fc, ldc, wmma::mem_row_major);
+}
+extern "C" __global__ void wmma_bf16_col(const __nv_bfloat16* a, const __nv_bfloat16* b, float* c, int K, int ldb, int ldc) {
+  tile<__nv_bfloat16, wmma::col_major, false>(a, b, c, K, ldb, ldc);
+}
+extern "C" __global__ void wmma_f16_row(const __half* a, const __half* b, float* c, int K, int ldb, int ldc) {
+  tile<__half, wmma::row_major, true>(a, b, c, K, ldb, ldc);
+}
+"""
+
+
+def _aligned(x, align=256):
+    """A copy of x starting on an `align`-byte boundary, as cudaMalloc's allocations do (the model's global
+    addresses are the host's)."""
+    raw = np.empty(x.nbytes + align, np.uint8)
+    off = (-raw.ctypes.data) % align
+    out = raw[off:off + x.nbytes].view(x.dtype).reshape(x.shape)
+    out[...] = x
+    return out
+
+
+def _wmma_case(kernel, K=48):
+    """Inputs exact in the operand type, B stored col-major (N x K, ldb = K + 8) or row-major (K x N, ldb 24),
+    C (16 x 16 within a 16 x 24 row-major array) random, with NaN in its padding columns."""
+    rng = np.random.default_rng()
+    el = ml_dtypes.bfloat16 if "bf16" in kernel else np.float16
+    a = rng.standard_normal((16, K)).astype(el)
+    bm = rng.standard_normal((K, 16)).astype(el)
+    if "col" in kernel:
+        ldb = K + 8
+        b = np.zeros((16, ldb), el)
+        b[:, :K] = bm.T
+    else:
+        ldb = 24
+        b = np.zeros((K, ldb), el)
+        b[:, :16] = bm
+    c = np.full((16, 24), np.nan, np.float32)
+    c0 = rng.standard_normal((16, 16)).astype(np.float32)
+    c[:, :16] = c0
+    want = 2 * a.astype(np.float64) @ bm.astype(np.float64) + c0
+    return _aligned(a), _aligned(b), _aligned(c), ldb, want
+
+
+@pytest.mark.parametrize("kernel", ["wmma_bf16_col", "wmma_f16_row"])
+def test_wmma_gives_a_b_plus_c_from_global_and_shared_memory_in_either_b_layout(tmp_path, kernel):
+    from judge import model
+    from judge.gpu import build
+    (tmp_path / "wmma.cu").write_text(WMMA)
+    b = build.compile(tmp_path / "wmma.cu")
+    a, bb, c, ldb, want = _wmma_case(kernel)
+    rep = model.run(b, kernel, grid=(1,), block=(32,), args=(a.view(np.uint16), bb.view(np.uint16), c,
+                                                               np.int32(a.shape[1]), np.int32(ldb), np.int32(24)))
+    assert np.isnan(c[:, 16:]).all(), "store_matrix_sync wrote past the 16 columns"
+    assert np.abs(c[:, :16] - want).max() <= 1e-5 * np.abs(want).max()
+    assert rep.counts["wmma.mma"] == a.shape[1] // 16
+
+
+def test_a_wmma_load_from_a_pointer_off_32_bytes_is_an_alignment_violation(tmp_path):
+    from judge import model
+    from judge.gpu import build
+    (tmp_path / "wmma.cu").write_text(WMMA)
+    b = build.compile(tmp_path / "wmma.cu")
+    a, bb, c, ldb, _ = _wmma_case("wmma_bf16_col")
+    flat = _aligned(np.zeros(bb.size + 8, np.uint16))
+    flat[8:] = bb.view(np.uint16).ravel()                          # B now starts 16 bytes into its allocation
+    with pytest.raises(model.Violation, match="alignment"):
+        model.run(b, "wmma_bf16_col", grid=(1,), block=(32,), args=(a.view(np.uint16), flat[8:], c,
+                                                                     np.int32(48), np.int32(ldb), np.int32(24)))
+
+
+def test_the_h200_computes_wmma_as_the_model_does(tmp_path):
+    from judge import gpu, model
+    gpu.need("sm_90")
+    import cupy
+    from judge.gpu import build
+    (tmp_path / "wmma.cu").write_text(WMMA)
+    b = build.compile(tmp_path / "wmma.cu")
+    for kernel in ("wmma_bf16_col", "wmma_f16_row"):
+        a, bb, c, ldb, want = _wmma_case(kernel)
+        args = (np.int32(a.shape[1]), np.int32(ldb), np.int32(24))
+        on_gpu = cupy.asarray(c)
+        b.kernel(kernel)((1, 1, 1), (32, 1, 1), (cupy.asarray(a.view(np.uint16)), cupy.asarray(bb.view(np.uint16)),
+                                                 on_gpu, *args))
+        model.run(b, kernel, grid=(1,), block=(32,), args=(a.view(np.uint16), bb.view(np.uint16), c, *args))
+        g = cupy.asnumpy(on_gpu)
+        assert np.isnan(g[:, 16:]).all() and np.abs(g[:, :16] - want).max() <= 1e-5 * np.abs(want).max()
+        assert np.abs(g[:, :16] - c[:, :16]).max() <= 1e-5 * np.abs(want).max()

@@ -10,7 +10,8 @@ import numpy as np
 from judge.model.errors import Unsupported
 from judge.model.state import DT, types
 
-__all__ = ["as_f64", "round_to", "saturate", "wrap_int", "vector_count", "no_effect", "types", "rmw", "half_format"]
+__all__ = ["as_f64", "round_to", "saturate", "wrap_int", "vector_count", "no_effect", "types", "rmw", "half_format",
+           "wmma_fragment"]
 
 
 def as_f64(x):
@@ -91,3 +92,30 @@ def half_format(ty: str):
     .bf16x2), or None for any other type."""
     import ml_dtypes
     return {"f16": np.float16, "f16x2": np.float16, "bf16": ml_dtypes.bfloat16, "bf16x2": ml_dtypes.bfloat16}.get(ty)
+
+
+def wmma_fragment(which: str, lane):
+    """Where the elements of a wmma m16n16k16 fragment sit: for lanes `lane` (0..31), a list of
+    (register, byte offset in it, row, column) with one entry per element a lane holds, rows and columns as
+    arrays over the lanes. which: "a" (16 x 16 A, 16-bit: 4 registers of 2), "b" (16 x 16 B as K x N, 16-bit:
+    4 registers of 2), "c" (16 x 16 f32 accumulator: 8 registers).
+
+    RULE (CUDA C++ Programming Guide, warp matrix functions): the mapping of a fragment's elements to lanes
+    and registers is unspecified, and a program may rely only on load_matrix_sync / mma_sync /
+    store_matrix_sync agreeing and on element-wise operations touching every element. The model uses
+    mma.sync m16n8k16's fragments (g = lane / 4, t = lane % 4): A as one m16n8k16 A, B and C as two n8 halves."""
+    g, t = lane // 4, lane % 4
+    out = []
+    if which == "a":
+        for i in range(4):
+            for h in range(2):
+                out.append((i, 2 * h, g + 8 * (i % 2), 2 * t + 8 * (i // 2) + h))
+    elif which == "b":
+        for i in range(4):
+            for h in range(2):
+                out.append((i, 2 * h, 2 * t + 8 * (i % 2) + h, g + 8 * (i // 2)))
+    else:
+        for j in range(8):
+            jj = j % 4
+            out.append((j, 0, g + 8 * (jj // 2), 2 * t + jj % 2 + 8 * (j // 4)))
+    return out

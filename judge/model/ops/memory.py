@@ -13,7 +13,7 @@ import numpy as np
 from judge.model import checks
 from judge.model.checks import CPA_PENDING, GENERIC, POISON32, TMA_PENDING
 from judge.model.errors import Unsupported
-from judge.model.ops.common import half_format, rmw, types, vector_count
+from judge.model.ops.common import wmma_fragment, half_format, rmw, types, vector_count
 from judge.model.registry import op
 from judge.model.state import DT, LOCAL_BASE, PARAM_BASE, STORE
 
@@ -194,6 +194,91 @@ def matrix_fragments(m, ins):
                 out[lanes] = np.ascontiguousarray(reg).view(np.uint32).ravel()
                 m.wr(it, out, mask, full)
     return move_fragments
+
+
+@op("wmma.load", "wmma.store")
+def warp_matrix(m, ins):
+    """wmma.load.{a,b,c} / wmma.store.d .sync.aligned.{row,col}.m16n16k16{.global,.shared}.{bf16,f16,f32}
+    {regs}, [p]{, stride} (what nvcuda::wmma::load_matrix_sync / store_matrix_sync compile to): the warp moves
+    one 16 x 16 matrix between memory and a fragment (common.wmma_fragment says which lane holds which
+    element). stride counts elements between rows (.row) or columns (.col), 16 when absent.
+    RULE (CUDA C++ Programming Guide, warp matrix functions): all 32 lanes execute it with the same pointer
+    and stride; the pointer is 256-bit (32-byte) aligned and the stride a multiple of 16 bytes.
+    16-bit A and B are m16n16k16's bf16 (4 registers) or f16 (8 registers: the last 4 repeat the first 4);
+    C and D are f32 (8 registers). Other shapes and types (tf32, integer, f16 accumulators) are refused."""
+    p = ins.parts
+    is_ld = p[1] == "load"
+    which = p[2] if len(p) > 2 else ""
+    el = next((x for x in ("bf16", "f16", "f32") if x in p), None)
+    layout = "row" if "row" in p else "col" if "col" in p else None
+    ok = "m16n16k16" in p and layout and ((which in ("a", "b") and is_ld and el in ("bf16", "f16"))
+                                          or (which == "c" and is_ld and el == "f32")
+                                          or (which == "d" and not is_ld and el == "f32"))
+    if not ok:
+        raise Unsupported(ins.op, "wmma forms other than m16n16k16 with bf16 / f16 A and B and f32 C and D")
+    regs, where = (ins.args[0], ins.args[1]) if is_ld else (ins.args[1], ins.args[0])
+    stride_op = ins.args[2] if len(ins.args) > 2 else None
+    items = regs.items if regs.kind == "vec" else [regs]
+    want = 8 if el in ("f32", "f16") else 4
+    if len(items) != want:
+        raise Unsupported(ins.op, f"{len(items)} registers; this form has {want}")
+    es = 4 if el == "f32" else 2
+    kind = "c" if which in ("c", "d") else which
+    what = f"wmma.{p[1]}"
+
+    def move(ins, mask, full):
+        lanes = np.nonzero(mask)[0]
+        a = m.addr(where, ins)
+        stride = (np.broadcast_to(np.asarray(m.rd(stride_op, "u32", ins)), (m.n,)).astype(np.int64)
+                  if stride_op is not None else np.full(m.n, 16, np.int64))
+        for w0 in np.unique(lanes // 32):
+            ln = np.arange(32 * w0, 32 * w0 + 32)
+            if np.count_nonzero(mask[ln]) != 32:
+                m.fail("warp-aligned", ins, f"{np.count_nonzero(mask[ln])} lanes of warp {int(w0)} executed {ins.op}; "
+                                            "all 32 must execute it together")
+            elif len(set(a[ln].tolist())) > 1 or len(set(stride[ln].tolist())) > 1:
+                m.fail("warp-aligned", ins, f"the lanes of warp {int(w0)} gave {ins.op} different pointers or strides; "
+                                            "the warp moves one matrix, named the same by every lane")
+        if (a[lanes] % np.uint64(32)).any():
+            m.fail("alignment", ins, f"{ins.op}: the matrix pointer is not 256-bit (32-byte) aligned")
+        if ((stride[lanes] * es) % 16).any():
+            m.fail("alignment", ins, f"{ins.op}: the stride ({int(stride[lanes][0])} elements) is not a multiple of "
+                                     "16 bytes")
+        sp = m.space_of(ins)
+        if sp == "generic":
+            sp, a = m.resolve_generic(a, lanes, ins)
+        if sp not in ("global", "shared"):
+            raise Unsupported(ins.op, f"wmma in state space {sp}")
+        vals = [np.zeros((len(lanes), 4), np.uint8) for _ in range(min(len(items), 8 if es == 4 else 4))]
+        if not is_ld:
+            for j, it in enumerate(items):
+                v = np.broadcast_to(np.asarray(m.rd(it, "b32", ins)).astype(np.uint32), (m.n,))
+                vals[j] = np.ascontiguousarray(v[lanes]).view(np.uint8).reshape(len(lanes), 4)
+        for reg, at, r, c in wmma_fragment(kind, lanes % 32):
+            idx = r * stride[lanes] + c if layout == "row" else c * stride[lanes] + r
+            t = np.zeros(m.n, np.uint64)
+            t[lanes] = a[lanes] + (idx * es).astype(np.uint64)
+            if sp == "global":
+                if is_ld:
+                    vals[reg][:, at:at + es] = m.gload(t, es, lanes, ins)
+                else:
+                    m.gstore(t, np.ascontiguousarray(vals[reg][:, at:at + es]), lanes, ins)
+            else:
+                cta, off = m.smem_split(t, lanes, ins, cluster_ok=False)
+                checks.check_smem_range(m, off, es, lanes, ins)
+                words = m.words_of(off, es)
+                if is_ld:
+                    vals[reg][:, at:at + es] = _read_shared(m, cta, off, words, es, lanes, ins, what)
+                else:
+                    _write_shared(m, cta, off, words, np.ascontiguousarray(vals[reg][:, at:at + es]), lanes, ins,
+                                  what)
+        if is_ld:
+            for j, it in enumerate(items):
+                out = np.zeros(m.n, np.uint32)
+                out[lanes] = np.ascontiguousarray(vals[j % len(vals)]).view(np.uint32).ravel()
+                m.wr(it, out if es == 2 else out.view(np.float32), mask, full)
+        m.counts[what] += len(lanes) // 32
+    return move
 
 
 def _atomic_addresses(m, addr_op, space, mask, ins):

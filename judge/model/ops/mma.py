@@ -17,6 +17,9 @@ RULE (PTX ISA, "Matrix Fragments for mma.m16n8k*"): with g = lane / 4 and t = la
      n = g.
 The products are exact in float64 and the sum, with C, is rounded to f32 once. All 32 lanes of the warp execute it
 together (.sync.aligned: rule warp-aligned). The other shapes and types (integer, FP8, .m8n8k4, sparse) are refused.
+
+Also wmma.mma.sync.aligned.{row,col}.{row,col}.m16n16k16.f32 with bf16 (.f32.bf16.bf16.f32) or f16 (.f32.f32)
+operands (nvcuda::wmma::mma_sync), on the fragments of common.wmma_fragment that wmma.load fills.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ import numpy as np
 
 from judge.model import checks
 from judge.model.errors import Unsupported
-from judge.model.ops.common import half_format
+from judge.model.ops.common import half_format, wmma_fragment
 from judge.model.registry import op
 
 
@@ -98,4 +101,48 @@ def mma_sync(m, ins):
         for j in range(4):
             m.wr(d.items[j], out[j], mask, full)
         m.counts["mma.sync"] += len(lanes) // 32
+    return warp_mma
+
+
+@op("wmma.mma")
+def wmma_mma(m, ins):
+    """wmma.mma.sync.aligned.{row,col}.{row,col}.m16n16k16.f32.{bf16.bf16.f32 | f32}: D = A B + C (16 x 16 x 16)
+    per warp, on the fragments wmma.load made (common.wmma_fragment; a fragment holds its elements whatever
+    layout they were loaded from, so the layout qualifiers change nothing here)."""
+    p = ins.parts
+    kinds = [x for x in p if x in ("bf16", "f16", "f32")]
+    if "m16n16k16" not in p or kinds not in (["f32", "bf16", "bf16", "f32"], ["f32", "f32"]) or "satfinite" in p:
+        raise Unsupported(ins.op, "wmma.mma forms other than m16n16k16 with f32 C and D and bf16 or f16 A and B")
+    el = "bf16" if "bf16" in kinds else "f16"
+    nab = 4 if el == "bf16" else 8
+    d, a, b, c = ins.args[:4]
+    if any(o.kind != "vec" for o in (d, a, b, c)) or \
+            (len(d.items), len(a.items), len(b.items), len(c.items)) != (8, nab, nab, 8):
+        raise Unsupported(ins.op, f"expected 8, {nab}, {nab} and 8 registers for D, A, B and C")
+
+    def warp_mma(ins, mask, full):
+        lanes = np.nonzero(mask)[0]
+        for w in np.unique(lanes // 32):
+            if np.count_nonzero(mask[32 * w:32 * w + 32]) != 32:
+                m.fail("warp-aligned", ins, f"{np.count_nonzero(mask[32 * w:32 * w + 32])} lanes of warp {int(w)} "
+                                            f"executed {ins.op}; all 32 must execute it together")
+                raise checks.abort(m, "warp-aligned", ins, "wmma.mma by part of a warp")
+        ra = [np.broadcast_to(np.asarray(m.rd(x, "b32", ins)), (m.n,)) for x in a.items[:4]]
+        rb = [np.broadcast_to(np.asarray(m.rd(x, "b32", ins)), (m.n,)) for x in b.items[:4]]
+        rc = [np.broadcast_to(np.asarray(m.rd(x, "f32", ins)), (m.n,)).astype(np.float64) for x in c.items]
+        out = [np.zeros(m.n, np.float32) for _ in range(8)]
+        for w in np.unique(lanes // 32):
+            ln = np.arange(32 * w, 32 * w + 32)
+            mats = {"a": np.zeros((16, 16)), "b": np.zeros((16, 16)), "c": np.zeros((16, 16))}
+            for kind, regs in (("a", ra), ("b", rb)):
+                for reg, at, r, col in wmma_fragment(kind, ln % 32):
+                    mats[kind][r, col] = _halves(regs[reg][ln], el)[at // 2]
+            for reg, _, r, col in wmma_fragment("c", ln % 32):
+                mats["c"][r, col] = rc[reg][ln]
+            D = (mats["a"] @ mats["b"] + mats["c"]).astype(np.float32)
+            for reg, _, r, col in wmma_fragment("c", ln % 32):
+                out[reg][ln] = D[r, col]
+        for j in range(8):
+            m.wr(d.items[j], out[j], mask, full)
+        m.counts["wmma.mma"] += len(lanes) // 32
     return warp_mma
