@@ -37,6 +37,27 @@ SOURCES_READ: set[Path] = set()
 _INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
+#: NVRTC compiles device code only and ships no C or C++ library headers, so `#include <cstdio>` fails with
+#: "cannot open source file". What a kernel uses instead (libcu++'s <cuda/std/...> comes with the course).
+_NO_HOST_HEADER = {
+    **dict.fromkeys(("cstdio", "stdio.h"), "printf needs no #include in a kernel: remove the line"),
+    **dict.fromkeys(("cassert", "assert.h"), "assert needs no #include in a kernel: remove the line"),
+    **dict.fromkeys(("cstdint", "stdint.h"), "#include <cuda/std/cstdint> instead (uint32_t and the others, "
+                                             "also as cuda::std::uint32_t)"),
+    **dict.fromkeys(("climits", "limits.h"), "#include <cuda/std/climits> instead (INT_MAX and the others)"),
+    **dict.fromkeys(("cmath", "math.h"), "sqrtf, expf, fmaxf and the other math functions need no #include; for "
+                                         "std::sqrt and the like, #include <cuda/std/cmath> and write cuda::std::sqrt"),
+    **dict.fromkeys(("cstring", "string.h"), "memcpy and memset need no #include in a kernel: remove the line"),
+    "algorithm": "#include <cuda/std/algorithm> and write cuda::std::min (or the built-in min / max)",
+    "type_traits": "#include <cuda/std/type_traits> and write cuda::std::is_same_v and the like",
+    "limits": "#include <cuda/std/limits> and write cuda::std::numeric_limits",
+    "utility": "#include <cuda/std/utility> and write cuda::std::pair, cuda::std::swap",
+    "array": "#include <cuda/std/array> and write cuda::std::array",
+    "iostream": "a kernel has no streams: print with printf, which needs no #include",
+}
+_FIXED_WIDTH = re.compile(r'identifier "u?int(8|16|32|64|ptr)_t" is undefined')
+
+
 class CompileError(Exception):
     """The compiler rejected the source. str() is NVRTC's log, naming file and line."""
 
@@ -45,11 +66,27 @@ class CompileError(Exception):
         self.name = name
         super().__init__(f"{name} did not compile:\n{self.log}")
 
+    def hint(self) -> str:
+        """What to change, for the errors a host C++ habit gives under NVRTC (no C or C++ library headers);
+        "" for the others."""
+        m = re.search(r'cannot open source file "([^"]+)"', self.log)
+        if m and m.group(1) in _NO_HOST_HEADER:
+            return (f"NVRTC compiles device code only and has no <{m.group(1)}>: "
+                    f"{_NO_HOST_HEADER[m.group(1)]}")
+        if _FIXED_WIDTH.search(self.log):
+            return "fixed-width integer types need #include <cuda/std/cstdint> (NVRTC has no <cstdint>)"
+        m = re.search(r'namespace "std" has no member "(\w+)"', self.log)
+        if m:
+            return (f"NVRTC has no C++ standard library: use cuda::std::{m.group(1)} from the matching "
+                    f"<cuda/std/...> header (libcu++), or the CUDA built-in")
+        return ""
+
     def first_error(self) -> str:
-        for line in self.log.splitlines():
-            if "error" in line:
-                return line.strip()
-        return self.log.splitlines()[0] if self.log else "unknown compile error"
+        """The first line of the log that reports an error, with what to change where hint() knows."""
+        line = next((ln.strip() for ln in self.log.splitlines() if "error" in ln),
+                    self.log.splitlines()[0] if self.log else "unknown compile error")
+        h = self.hint()
+        return f"{line} ({h})" if h else line
 
 
 class NoGPU(RuntimeError):

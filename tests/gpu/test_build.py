@@ -158,3 +158,36 @@ def test_without_a_gpu_device_node_nothing_imports_cupy_to_find_out(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(build.config.ROOT),
                          env={**os.environ, "PYTHONPATH": str(build.config.ROOT)}, timeout=120).stdout
     assert out.split() == ["False", "no", "CUDA", "driver", "or", "device", "was", "found", "False"], out
+
+
+@pytest.mark.parametrize("line,says", [
+    ("#include <cstdio>", "printf needs no #include"), ("#include <stdint.h>", "<cuda/std/cstdint>"),
+    ("#include <cmath>", "cuda::std::sqrt"), ("#include <iostream>", "printf")])
+def test_a_host_header_fails_with_what_to_include_instead(tmp_path, line, says):
+    f = tmp_path / "habit.cu"
+    f.write_text(f'{line}\nextern "C" __global__ void k(int* p) {{ p[0] = 1; }}\n')
+    with pytest.raises(build.CompileError) as e:
+        build.compile(f)
+    first = e.value.first_error()
+    assert "habit.cu(1)" in first and "NVRTC compiles device code only" in first and says in first
+
+
+def test_the_hints_name_what_compiles():
+    # each replacement the hints name builds here: printf and assert bare, the <cuda/std/...> headers
+    src = ('#include <cuda/std/cstdint>\n#include <cuda/std/climits>\n#include <cuda/std/cmath>\n'
+           '#include <cuda/std/algorithm>\n#include <cuda/std/type_traits>\n#include <cuda/std/limits>\n'
+           '#include <cuda/std/utility>\n#include <cuda/std/array>\n'
+           'extern "C" __global__ void k(int* p, float* f) {\n'
+           '  uint32_t a = INT_MAX; cuda::std::array<int, 2> v{1, 2}; cuda::std::swap(v[0], v[1]);\n'
+           '  static_assert(cuda::std::is_same_v<uint32_t, cuda::std::uint32_t>);\n'
+           '  p[0] = cuda::std::min(v[0], (int)a) + cuda::std::numeric_limits<int>::max() + min(1, 2);\n'
+           '  f[0] = cuda::std::sqrt(f[1]) + sqrtf(f[2]); printf("%d\\n", p[0]); assert(p[0] != 0);\n'
+           '  memcpy(p + 1, p, 4); memset(p + 2, 0, 4);\n}\n')
+    assert "k" in build.compile(src, name="replacements.cu").kernels
+
+
+def test_a_fixed_width_type_or_std_name_without_its_header_says_which_header(tmp_path):
+    for body, says in (("uint32_t a = 1; p[0] = a;", "<cuda/std/cstdint>"), ("p[0] = std::min(1, 2);", "cuda::std::min")):
+        with pytest.raises(build.CompileError) as e:
+            build.compile(f'extern "C" __global__ void k(int* p) {{ {body} }}\n', name="bare.cu")
+        assert says in e.value.first_error()
