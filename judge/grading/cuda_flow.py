@@ -71,6 +71,10 @@ LOG_CODES = {
 H200_SMS = 132          # what %nsmid reads on the H200 the course runs on (judge.model gives kernels the same)
 
 
+#: printf lines of a wrong kernel that a result shows (judge.model keeps up to its own limit)
+PRINTED_SHOWN = 20
+
+
 def _seed() -> int:
     return int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
 
@@ -228,7 +232,8 @@ def _run_model(b, mod, ex, sub, checked) -> Result | None:
         if bad is not None:
             return Result(Verdict.WRONG, bad.message, checked=checked,
                           details=["on the CPU model of the machine (asynchronous copies land as late as the "
-                                   "rules allow, shared memory a stage releases is poisoned)"])
+                                   "rules allow, shared memory a stage releases is poisoned)"]
+                          + _printed(getattr(_launch.last_model_report, "printed", None)))
         counts = getattr(_launch.last_model_report, "counts", {}) or {}
         unused = (_unused_features(ex, counts, case, mod.work(case) if hasattr(mod, "work") else None)
                   or _bypassed(ex, counts))
@@ -241,6 +246,17 @@ def _run_model(b, mod, ex, sub, checked) -> Result | None:
         checked.append(f"correct under the CPU model of the async machine on {len(cases)} case(s) drawn for "
                        f"this run: " + "; ".join(notes))
     return None
+
+
+def _printed(lines, keep: int = PRINTED_SHOWN) -> list[str]:
+    """What the kernel's printf calls printed on the CPU model, for the result's details: the first `keep`
+    lines, and how many there were."""
+    lines = list(lines or ())
+    if not lines:
+        return []
+    head = [f"your kernel printed (on the CPU model, {len(lines)} line{'s' if len(lines) > 1 else ''}"
+            + (f", the first {keep} shown" if len(lines) > keep else "") + "):"]
+    return head + ["  " + ln.rstrip("\n") for ln in lines[:keep]]
 
 
 def _unused_features(ex, counts: dict, case: dict | None = None, work: dict | None = None) -> str:

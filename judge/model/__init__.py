@@ -145,7 +145,8 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
 14. setmaxnreg (ops/setmaxnreg.py): warpgroup-aligned, every warp of the warpgroup executes it
    (else Hang, as on an H200); .inc draws on the CTA's pool of entry registers x threads.
 15. A failed device-side assert (call __assertfail) and trap: Violation "trap" (CRASH in the
-   grading flow), quoting the condition. cvt to tf32 (.rna/.rn/.rz) rounds exactly on the bits.
+   grading flow), quoting the condition. printf (call vprintf) formats each calling thread's line as C
+   does and keeps it in report.printed. cvt to tf32 (.rna/.rn/.rz) rounds exactly on the bits.
 
 Scheduling: the runnable threads at the lowest PC go first. That exposes most orderings a race
 needs, but not all of them: the rules above are checked against the happens-before order (vector
@@ -215,6 +216,7 @@ class Report:
     ctaids: list = field(default_factory=list)   # (x, y, z) of every block that ran
     blocks_total: int = 0                        # blocks in the launch's grid (more than ran: a sample)
     cancelled: list = field(default_factory=list)  # first ctaid of each cluster a try_cancel cancelled
+    printed: list = field(default_factory=list)    # what the kernel's printf calls printed, a line per call
 
     def __str__(self):
         top = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
@@ -285,5 +287,6 @@ def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_
             rep.counts = m.counts
             rep.timeline = m.timeline
             rep.violations = m.violations
+            rep.printed = list(getattr(m, "printed", ()))
             rep.seconds = time.perf_counter() - t0
     return rep

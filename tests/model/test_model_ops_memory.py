@@ -656,3 +656,70 @@ extern "C" __global__ void votes(const float* x, int* out) {
     on_gpu = cupy.full(3 * 128, -1, cupy.int32)
     b.kernel("votes")((1, 1, 1), (128, 1, 1), (cupy.asarray(x), on_gpu))
     assert np.array_equal(cupy.asnumpy(on_gpu), on_model)
+
+
+# ---------------------------------------------------------------------------- printf (vprintf)
+PRINTF = r"""
+extern "C" __global__ void say(const float* x, int n, int* got) {
+  const int i = threadIdx.x;
+  if (i < 3)
+    got[i] = printf("x[%d] = %f n=%d %s %5.2f|%-4d|%x %lld %c %%\n", i, x[i], n, "ok", x[i], i, n,
+                    (long long)n * 3000000000LL, 65 + i);
+}
+"""
+
+
+def test_printf_on_the_model_prints_what_c_would_and_returns_the_arguments_read(tmp_path):
+    from judge.gpu import build
+    (tmp_path / "say.cu").write_text(PRINTF)
+    b = build.compile(tmp_path / "say.cu")
+    x = _rand(32)
+    n = int(np.random.default_rng().integers(-50, 50))
+    got = np.full(32, -7, np.int32)
+    rep = model.run(b, "say", grid=(1,), block=(32,), args=(x, np.int32(n), got))
+    want = [f"x[{i}] = {float(x[i]):f} n={n} ok {float(x[i]):5.2f}|{i:<4d}|{n & 0xFFFFFFFF:x} {n * 3000000000} "
+            f"{chr(65 + i)} %\n" for i in range(3)]
+    assert rep.printed == want
+    assert (got[:3] == 9).all() and (got[3:] == -7).all()       # printf returns the arguments it read
+    assert rep.counts["printf"] == 3
+
+
+def test_format_c_reads_widths_lengths_and_star_arguments_as_c_does():
+    from judge.model.ops.calls import format_c
+    args = iter([7, 3, 2.5, 0xFFFF_FFFF_FFFF_FFFF, 0x1_8000, 200, "str"])
+
+    def arg(size, signed, kind):
+        v = next(args)
+        if kind == "int" and isinstance(v, int) and signed and size == 8 and v >= 1 << 63:
+            v -= 1 << 64
+        return v
+    text, used = format_c("[%*.*f] [%ld] [%hd] [%hhu] [%-5s]", arg)
+    assert text == "[  2.500] [-1] [-32768] [200] [str  ]" and used == 7      # width 7, precision 3
+
+
+def test_more_printf_lines_than_the_buffer_holds_are_counted_not_kept(tmp_path, monkeypatch):
+    from judge.gpu import build
+    from judge.model.ops import calls
+    monkeypatch.setattr(calls, "PRINTED_MAX", 40)
+    (tmp_path / "say.cu").write_text(PRINTF.replace("if (i < 3)", "if (true)"))
+    b = build.compile(tmp_path / "say.cu")
+    rep = model.run(b, "say", grid=(2,), block=(32,), args=(_rand(64), np.int32(1), np.zeros(64, np.int32)))
+    assert len(rep.printed) == 40 and rep.counts["printf.dropped"] == 24
+
+
+def test_the_h200_prints_what_the_model_prints(tmp_path, capfd):
+    from judge import gpu
+    gpu.need("sm_90")
+    import cupy
+    from judge.gpu import build
+    (tmp_path / "say.cu").write_text(PRINTF)
+    b = build.compile(tmp_path / "say.cu")
+    x = _rand(32)
+    rep = model.run(b, "say", grid=(1,), block=(32,), args=(x, np.int32(-5), np.zeros(32, np.int32)))
+    got = cupy.zeros(32, cupy.int32)
+    capfd.readouterr()
+    b.kernel("say")((1, 1, 1), (32, 1, 1), (cupy.asarray(x), np.int32(-5), got))
+    cupy.cuda.runtime.deviceSynchronize()                 # the device's printf buffer is flushed here
+    printed = capfd.readouterr().out
+    assert sorted(printed.splitlines(keepends=True)) == sorted(rep.printed)
+    assert (cupy.asnumpy(got)[:3] == 9).all()

@@ -27,7 +27,8 @@ its family (or a new module in this folder) and a test in tests/test_model_ops_*
     clc        clusterlaunchcontrol.try_cancel / query_cancel, mov.b128 (cluster launch control, sm_100)
     tensormap  tensormap.replace, tensormap.cp_fenceproxy, fence.proxy.tensormap::generic (judge.model.tensormaps)
     setmaxnreg setmaxnreg.inc / dec (warpgroup-aligned, the CTA's register pool)
-    calls      call sequences: st.param of a call's arguments, call __assertfail (a failed assert)
+    calls      call sequences: st.param of a call's arguments, call __assertfail (a failed assert), call vprintf
+               (printf, into report.printed), ld.param of a call's return value
 
 A module added to this folder registers itself: every module here but `common` is imported below.
 """
