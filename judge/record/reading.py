@@ -19,7 +19,10 @@ Provenance in two kinds, per section:
 A record written before the two kinds existed keeps everything under "sources": each path is sorted by
 kind_of() when read, so a change to the model warns there too.
 Writing it is judge.record.write's job, in the record run only.
-A source's hash: the file's bytes; for a notebook, its cells' sources only (outputs do not count).
+A source's hash: the file's bytes; for a notebook, its code cells' sources only: the code is what
+measured a figure, so an erratum in a notebook's prose (or its outputs) does not wait for a GPU.
+A record written before that stored a notebook's hash over all its cells; that hash still counts as
+current until the notebook changes, and the next record run stores the code-only one.
 """
 from __future__ import annotations
 
@@ -32,13 +35,27 @@ from judge import config
 RECORD = config.RECORD_DIR / "hopper.json"
 
 
+def _cells_hash(path: Path, kinds: tuple[str, ...] | None) -> str:
+    """sha256 over the sources of a notebook's cells of these kinds (None: every cell)."""
+    nb = json.loads(Path(path).read_text())
+    text = "\n\0".join("".join(c.get("source", "")) for c in nb.get("cells", [])
+                        if kinds is None or c.get("cell_type") in kinds)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def source_hash(path: Path) -> str:
+    """What the record stores for a source: its bytes' sha256; a notebook's code cells' (see above)."""
     path = Path(path)
     if path.suffix == ".ipynb":
-        nb = json.loads(path.read_text())
-        text = "\n\0".join("".join(c.get("source", "")) for c in nb.get("cells", []))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return _cells_hash(path, ("code",))
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _current(path: Path, stored: str) -> bool:
+    """Does `stored` still describe the file? A notebook may carry the older all-cells hash."""
+    if source_hash(path) == stored:
+        return True
+    return Path(path).suffix == ".ipynb" and _cells_hash(path, None) == stored
 
 
 def _rel(path: Path) -> str:
@@ -70,7 +87,7 @@ def _changed(kind: str) -> list[tuple[str, str, str]]:
             p = config.ROOT / rel
             if not p.exists():
                 out.append((name, rel, "no longer exists"))
-            elif source_hash(p) != h:
+            elif not _current(p, h):
                 out.append((name, rel, f"changed since it ran on {sec.get('device')} ({sec.get('date')})"))
     return out
 

@@ -13,7 +13,7 @@ record/hopper.json holds, per section (a notebook's figures, an exercise's verdi
     record.regrade() -> what graded a figure and changed since (a warning naming the sections)
     python -m judge  -> prints what is here, the whole record, and both kinds of change
 
-A source's hash: the file's bytes; for a notebook, its cells' sources only (outputs do not count).
+A source's hash: the file's bytes; for a notebook, its code cells' sources only (prose and outputs do not count).
 """
 from __future__ import annotations
 

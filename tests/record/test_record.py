@@ -7,6 +7,7 @@ a header, a chapter's host module, a notebook, timing or launch) changed after i
 `python -m judge.record.hopper_run` on an H200 and commit record/hopper.json. A change to what graded
 a figure (the CPU model, the grading wing) only warns, naming the sections to re-record (judge.record).
 """
+import hashlib
 import json
 import warnings
 
@@ -85,6 +86,38 @@ def test_stale_detection_notices_an_edited_kernel_or_notebook(tiny_course):
     assert [s for s in record.stale() if "k.cu" in s]
     (root / "chapters" / "new.cu").write_text("// new.cu - never ran\n")
     assert record.unrecorded([root / "chapters" / "new.cu"]) == ["chapters/new.cu"]
+
+
+def test_an_erratum_in_a_notebook_s_prose_waits_for_no_gpu_but_its_code_does(tiny_course):
+    """The code cells measured the figures; a markdown fix cannot move one, so it leaves the record current."""
+    root, f = tiny_course
+    nb = f["nb"]
+    cells = [{"cell_type": "markdown", "source": "The coalescer merges almost three times as many."},
+             {"cell_type": "code", "source": "x = 1", "outputs": []}]
+    nb.write_text(json.dumps({"cells": cells}))
+    reading.RECORD.write_text(json.dumps({"sections": {"ch": {
+        "device": "NVIDIA H200", "date": "today", "sources": {"chapters/c.ipynb": record.source_hash(nb)}}}}))
+    cells[0]["source"] = "The coalescer merges 2.5 times as many."
+    nb.write_text(json.dumps({"cells": cells}))
+    assert record.stale() == []
+    cells[1]["source"] = "x = 2"
+    nb.write_text(json.dumps({"cells": cells}))
+    assert [s for s in record.stale() if "c.ipynb" in s]
+
+
+def test_a_record_that_hashed_every_cell_stays_current_until_the_notebook_changes(tiny_course):
+    root, f = tiny_course
+    nb = f["nb"]
+    cells = [{"cell_type": "markdown", "source": "prose"}, {"cell_type": "code", "source": "x = 1"}]
+    nb.write_text(json.dumps({"cells": cells}))
+    every_cell = hashlib.sha256("prose\n\0x = 1".encode()).hexdigest()     # how such a record hashed it
+    assert every_cell != record.source_hash(nb)
+    reading.RECORD.write_text(json.dumps({"sections": {"ch": {
+        "device": "NVIDIA H200", "date": "today", "sources": {"chapters/c.ipynb": every_cell}}}}))
+    assert record.stale() == []
+    cells[0]["source"] = "prose, corrected"
+    nb.write_text(json.dumps({"cells": cells}))
+    assert [s for s in record.stale() if "c.ipynb" in s], "the old hash cannot tell prose from code"
 
 
 @pytest.mark.parametrize("layout", ["today's record (one 'sources' table)", "two kinds ('sources', 'graded_by')"])
