@@ -147,6 +147,12 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
 15. A failed device-side assert (call __assertfail) and trap: Violation "trap" (CRASH in the
    grading flow), quoting the condition. printf (call vprintf) formats each calling thread's line as C
    does and keeps it in report.printed. cvt to tf32 (.rna/.rn/.rz) rounds exactly on the bits.
+16. Float arithmetic as the H200 does it, bit for bit (judge/model/rounding.py; checked against the H200 on
+   random kernels by tests/model/test_model_random_kernels.py): add/sub/mul/div/fma/sqrt/rcp and cvt to a
+   float round exactly in their mode (.rn, .rz, .rm, .rp; fma never rounds twice), every f32 NaN result is
+   0x7fffffff (and an f16/bf16 one from cvt 0x7fff), min/max order -0 below +0, .sat makes NaN and -0 +0,
+   cvt.f32.bf16 keeps a NaN's payload. Approximate instructions (.approx: __expf, __fdividef, rsqrtf, ...)
+   are computed exactly, not as the MUFU unit approximates them.
 
 Scheduling: the runnable threads at the lowest PC go first. That exposes most orderings a race
 needs, but not all of them: the rules above are checked against the happens-before order (vector

@@ -10,7 +10,7 @@ import numpy as np
 from judge.model.errors import Unsupported
 from judge.model.state import DT, types
 
-__all__ = ["as_f64", "round_to", "saturate", "wrap_int", "vector_count", "no_effect", "types", "rmw", "half_format",
+__all__ = ["as_f64", "round_to", "canonical_nan_f32", "NAN_F32", "NAN_16", "saturate", "wrap_int", "vector_count", "no_effect", "types", "rmw", "half_format",
            "wmma_fragment"]
 
 
@@ -19,10 +19,25 @@ def as_f64(x):
     return np.asarray(x, np.float64)
 
 
+#: the NaN an H200 gives for every f32 arithmetic result that is NaN, payload and sign of the inputs dropped
+#: (add, sub, mul, div, fma, sqrt, rcp, neg, abs, min/max of two NaN, cvt.rni & co.; tests/model/
+#: test_model_random_kernels.py compares the model with the H200 bit for bit); the PTX ISA leaves it unspecified
+NAN_F32 = np.uint32(0x7FFFFFFF)
+NAN_16 = np.uint16(0x7FFF)      # the same for an f16 or bf16 result of cvt from f32
+
+
+def canonical_nan_f32(v):
+    """float32 values with every NaN made the H200's (NAN_F32)."""
+    v = np.asarray(v, np.float32)
+    nan = np.isnan(v)
+    return np.where(nan, NAN_F32.view(np.float32), v) if nan.any() else v
+
+
 def round_to(v, ty):
-    """Round float64 values to the PTX float type ty, once (round to nearest even)."""
+    """Round float64 values to the PTX float type ty, once (round to nearest even); an f32 NaN is the H200's."""
     if ty == "f32":
-        return np.asarray(v, np.float64).astype(np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return canonical_nan_f32(np.asarray(v, np.float64).astype(np.float32))
     if ty == "f64":
         return np.asarray(v, np.float64)
     if ty == "f16":
@@ -31,8 +46,12 @@ def round_to(v, ty):
 
 
 def saturate(v, ins):
-    """.sat on a float result: clamp to [0, 1]."""
-    return np.clip(v, 0.0, 1.0) if "sat" in ins.parts else v
+    """.sat on a float result: clamp to [0, 1]; RULE (PTX ISA, .sat; libdevice __nv_saturatef): NaN gives +0,
+    and so does -0 on an H200 (tests/model/test_model_random_kernels.py)."""
+    if "sat" not in ins.parts:
+        return v
+    v = np.asarray(v)
+    return np.where(np.isnan(v) | (v <= 0), np.zeros((), v.dtype), np.minimum(v, 1.0).astype(v.dtype))
 
 
 def wrap_int(v, ty):

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from judge.model.errors import Unsupported
-from judge.model.ops.common import as_f64, saturate, types, wrap_int
+from judge.model import rounding
+from judge.model.ops.common import NAN_16, as_f64, canonical_nan_f32, saturate, types, wrap_int
 from judge.model.registry import op
 from judge.model.state import DT, SHARED_BASE
 
@@ -35,9 +36,11 @@ def cvt(m, ins):
             def h(v):
                 v = as_f64(m.rd(v, st, ins))
                 if dt == "f16x2":
-                    return v.astype(np.float16).view(np.uint16)
-                import ml_dtypes
-                return v.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+                    r = v.astype(np.float16).view(np.uint16)
+                else:
+                    import ml_dtypes
+                    r = v.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+                return np.where(np.isnan(v), NAN_16, r)
             hi, lo = np.broadcast_to(h(a), (m.n,)), np.broadcast_to(h(b), (m.n,))
             m.wr(d, (hi.astype(np.uint32) << np.uint32(16)) | lo.astype(np.uint32), mask, full)
         return pack
@@ -52,6 +55,10 @@ def cvt(m, ins):
 
     def convert(ins, mask, full):
         x = m.rd(a, st, ins)
+        if st == "bf16" and dt == "f32":
+            # bf16 is f32's upper half: the H200 widens by a shift, a NaN's payload kept (measured)
+            m.wr(d, (np.asarray(x).astype(np.uint32) << np.uint32(16)).view(np.float32), mask, full)
+            return
         if st in fl and dt in fl:
             v = to_float(x, st)
             if rnd in ("rni", "rzi", "rmi", "rpi"):
@@ -59,8 +66,15 @@ def cvt(m, ins):
             if dt == "bf16":
                 import ml_dtypes
                 r = v.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+            elif rnd in rounding.DIRECTED and dt in ("f32", "f64"):
+                r = rounding.float_to_float(v, dt, rnd)
             else:
-                r = v.astype(DT[dt])
+                with np.errstate(over="ignore", invalid="ignore"):
+                    r = v.astype(DT[dt])
+            if dt == "f32":
+                r = canonical_nan_f32(r)
+            elif dt in ("f16", "bf16"):
+                r = np.where(np.isnan(v), NAN_16.view(np.float16) if dt == "f16" else NAN_16, r)
             r = saturate(r, ins) if dt != "bf16" else r
         elif st in fl:
             v = to_float(x, st)
@@ -71,7 +85,10 @@ def cvt(m, ins):
                 [int(q) for q in np.broadcast_to(v, (m.n,))], dtype=object).astype(DT[dt])
         elif dt in fl:
             v = np.asarray(x).astype(np.float64)
-            if dt == "bf16":
+            if dt in ("f32", "f64") and (rnd in rounding.DIRECTED or np.dtype(DT[st]).itemsize == 8):
+                # exact: float64 would round a 64-bit integer first, and a directed mode needs the exact value
+                r = rounding.int_to_float(np.asarray(x), dt, rnd if rnd in rounding.DIRECTED else "rn")
+            elif dt == "bf16":
                 import ml_dtypes
                 r = v.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
             else:

@@ -1,0 +1,468 @@
+"""tests/model/random_kernels.py - random straight-line CUDA C++ kernels of the arithmetic a learner writes, with
+what each must compute worked out exactly in Python: the CPU model must agree with that on every run, and the
+H200 with the model bit for bit (tests/model/test_model_random_kernels.py).
+
+    from random_kernels import program, inputs
+    p = program(seed)                 # p.source (CUDA C++), p.kernel, p.outputs (values per thread)
+    x = inputs(seed)                  # (THREADS, 4) uint32: bit patterns, floats of every kind among them
+    p.expected(x, got)                # (THREADS, p.outputs) uint32: what each result must be, from got's operands
+
+A program reads four words per thread and runs STEPS operations, each on values computed before it, of three
+types: unsigned, int and float (bit patterns of the float inputs include +-0, +-inf, NaN, subnormals and the
+largest finite). Every result is stored as its bits. Only C++ that is defined for every input is generated: shift
+counts are masked, divisors kept nonzero and int division kept away from INT_MIN / -1, signed arithmetic done on
+unsigned. The float operations are IEEE's (correctly rounded in the named mode, subnormals kept: NVRTC's default,
+no fast math); approximate ones (__expf, __fdividef, rsqrtf) are left out, as they are the MUFU unit's own.
+A NaN result is compared as "a NaN": the PTX ISA leaves the payload of a computed NaN to the implementation.
+"""
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+
+THREADS = 128
+STEPS = 14
+U32 = np.uint32
+M32 = 1 << 32
+
+# ---------------------------------------------------------------------------------------------- exact floats
+
+F32_MAX = Fraction(float(np.finfo(np.float32).max))
+
+
+def _f(bits) -> np.float32:
+    return np.array([bits], U32).view(np.float32)[0]
+
+
+def _bits(x: np.float32) -> int:
+    return int(np.array([x], np.float32).view(U32)[0])
+
+
+def _is_nan(bits: int) -> bool:
+    return (bits & 0x7F800000) == 0x7F800000 and (bits & 0x7FFFFF) != 0
+
+
+def round_f32(x: Fraction, mode: str) -> int:
+    """The float32 (bits) of the exact, nonzero x rounded in mode rn (ties to even), rz, rd or ru; overflow as IEEE."""
+    neg = x < 0
+    if abs(x) > F32_MAX:
+        half_ulp = Fraction(2) ** 103                         # max finite is 2^128 - 2^104; its ulp is 2^104
+        to_inf = {"rn": abs(x) >= F32_MAX + half_ulp, "rz": False, "rd": neg, "ru": not neg}[mode]
+        v = np.float32(np.inf) if to_inf else np.float32(np.finfo(np.float32).max)
+        return _bits(-v if neg else v)
+    with np.errstate(all="ignore"):
+        c = np.float32(float(x))
+    if np.isinf(c):
+        c = np.float32(np.finfo(np.float32).max) * np.float32(-1 if neg else 1)
+    with np.errstate(all="ignore"):
+        cands = sorted({float(v) for v in (np.nextafter(c, np.float32(-np.inf)), c,
+                                           np.nextafter(c, np.float32(np.inf))) if np.isfinite(v)})
+    lo = max(v for v in cands if Fraction(v) <= x)
+    hi = min(v for v in cands if Fraction(v) >= x)
+    if lo == hi:
+        pick = lo
+    elif mode == "rd":
+        pick = lo
+    elif mode == "ru":
+        pick = hi
+    elif mode == "rz":
+        pick = hi if neg else lo
+    else:
+        dl, dh = x - Fraction(lo), Fraction(hi) - x
+        if dl != dh:
+            pick = lo if dl < dh else hi
+        else:
+            pick = lo if _bits(np.float32(lo)) % 2 == 0 else hi
+    return _zero(neg) if pick == 0 else _bits(np.float32(pick))
+
+
+def _zero(neg: bool) -> int:
+    return 0x80000000 if neg else 0
+
+
+def _numpy_f32(fn, *bits) -> int:
+    with np.errstate(all="ignore"):
+        return _bits(np.float32(fn(*[_f(b) for b in bits])))
+
+
+def _zero_sum(neg1: bool, neg2: bool, mode: str) -> int:
+    """IEEE's sign of an exact zero sum of two zeros: theirs when they agree, else +0 (-0 rounding down)."""
+    return _zero(neg1) if neg1 == neg2 else _zero(mode == "rd")
+
+
+def f_add(a, b, mode="rn", sub=False):
+    fa, fb = _f(a), -_f(b) if sub else _f(b)
+    if not (np.isfinite(fa) and np.isfinite(fb)):
+        return _numpy_f32(lambda x, y: x + y, _bits(fa), _bits(fb))
+    x = Fraction(float(fa)) + Fraction(float(fb))
+    if x == 0:
+        if fa == 0 and fb == 0:
+            return _zero_sum(bool(np.signbit(fa)), bool(np.signbit(fb)), mode)
+        return _zero(mode == "rd")                       # opposite terms cancel: +0, or -0 rounding down
+    return round_f32(x, mode)
+
+
+def f_mul(a, b, mode="rn"):
+    fa, fb = _f(a), _f(b)
+    if not (np.isfinite(fa) and np.isfinite(fb)):
+        return _numpy_f32(lambda x, y: x * y, a, b)
+    x = Fraction(float(fa)) * Fraction(float(fb))
+    if x == 0:
+        return _zero(bool(np.signbit(fa)) != bool(np.signbit(fb)))
+    return round_f32(x, mode)
+
+
+def f_div(a, b, mode="rn"):
+    fa, fb = _f(a), _f(b)
+    if not (np.isfinite(fa) and np.isfinite(fb)) or fb == 0:
+        return _numpy_f32(lambda x, y: x / y, a, b)
+    x = Fraction(float(fa)) / Fraction(float(fb))
+    if x == 0:
+        return _zero(bool(np.signbit(fa)) != bool(np.signbit(fb)))
+    return round_f32(x, mode)
+
+
+def f_fma(a, b, c, mode="rn"):
+    fa, fb, fc = _f(a), _f(b), _f(c)
+    if not (np.isfinite(fa) and np.isfinite(fb) and np.isfinite(fc)):
+        return _numpy_f32(lambda x, y, z: np.float32(np.float64(x) * np.float64(y) + np.float64(z)), a, b, c)
+    p = Fraction(float(fa)) * Fraction(float(fb))
+    x = p + Fraction(float(fc))
+    if x == 0:
+        if p == 0 and fc == 0:
+            return _zero_sum(bool(np.signbit(fa)) != bool(np.signbit(fb)), bool(np.signbit(fc)), mode)
+        return _zero(mode == "rd")
+    return round_f32(x, mode)
+
+
+def f_sqrt(a, mode="rn"):
+    fa = _f(a)
+    if not np.isfinite(fa) or fa <= 0:                     # +-0 keep their sign; negatives and NaN give NaN
+        return _numpy_f32(np.sqrt, a)
+    x = Fraction(float(fa))
+    c = np.float32(np.sqrt(np.float64(fa)))
+    cands = sorted({float(v) for v in (np.nextafter(c, np.float32(0)), c, np.nextafter(c, np.float32(np.inf)))})
+    lo = max(v for v in cands if Fraction(v) ** 2 <= x)
+    hi = min(v for v in cands if Fraction(v) ** 2 >= x)
+    if lo == hi or mode in ("rd", "rz"):
+        return _bits(np.float32(lo))
+    if mode == "ru":
+        return _bits(np.float32(hi))
+    mid = (Fraction(lo) + Fraction(hi)) / 2                 # a square root of a float32 is never a tie
+    return _bits(np.float32(lo if x < mid * mid else hi))
+
+
+def f_rcp(a, mode="rn"):
+    return f_div(_bits(np.float32(1)), a, mode)
+
+
+def f_minmax(a, b, is_max):
+    fa, fb = _f(a), _f(b)
+    if np.isnan(fa) and np.isnan(fb):
+        return 0x7FFFFFFF
+    if np.isnan(fa):
+        return b
+    if np.isnan(fb):
+        return a
+    if fa == fb == 0:                                   # min(+0, -0) is -0 and max(+0, -0) is +0
+        na, nb = bool(np.signbit(fa)), bool(np.signbit(fb))
+        return _zero(na and nb) if is_max else _zero(na or nb)
+    return a if (fa > fb) == is_max else b
+
+
+def f_to_int(a, mode, signed=True):
+    """cvt.{rni,rzi,rmi,rpi}.{s32,u32}.f32: NaN gives 0; beyond the range, the nearest end."""
+    fa = _f(a)
+    if np.isnan(fa):
+        return 0
+    lo, hi = (-2**31, 2**31 - 1) if signed else (0, M32 - 1)
+    if np.isinf(fa):
+        return (hi if fa > 0 else lo) % M32
+    x = Fraction(float(fa))
+    fl = x.numerator // x.denominator
+    if mode == "rz":
+        v = int(x)
+    elif mode == "rd":
+        v = fl
+    elif mode == "ru":
+        v = -((-x.numerator) // x.denominator)
+    else:
+        r = x - fl
+        v = fl if r < Fraction(1, 2) or (r == Fraction(1, 2) and fl % 2 == 0) else fl + 1
+    return min(max(v, lo), hi) % M32
+
+
+def int_to_f(v: int, mode) -> int:
+    return 0 if v == 0 else round_f32(Fraction(v), mode)
+
+
+def f_round_int(a, how):
+    """floorf / ceilf / truncf / rintf / roundf, exactly (roundf: halves away from zero)."""
+    fa = _f(a)
+    if not np.isfinite(fa) or abs(fa) >= 2**23:
+        return a
+    x = Fraction(float(fa))
+    fl = x.numerator // x.denominator
+    v = {"floor": fl, "ceil": -((-x.numerator) // x.denominator), "trunc": int(x)}.get(how)
+    if how == "rint":
+        r = x - fl
+        v = fl if r < Fraction(1, 2) or (r == Fraction(1, 2) and fl % 2 == 0) else fl + 1
+    elif how == "round":
+        v = int(abs(x) + Fraction(1, 2)) * (1 if x >= 0 else -1)
+    return _zero(bool(np.signbit(fa))) if v == 0 else _bits(np.float32(v))
+
+
+def f_saturate(a):
+    fa = _f(a)
+    if np.isnan(fa):
+        return 0
+    return _bits(np.float32(min(max(fa, np.float32(0)), np.float32(1)))) if fa != 0 else 0
+
+
+def to_half_bits(a, dtype) -> int:
+    with np.errstate(all="ignore"):
+        return int(np.array([_f(a)], np.float32).astype(dtype).view(np.uint16)[0])
+
+
+def s32(v: int) -> int:
+    return v - M32 if v >= 2**31 else v
+
+
+def byte_perm(x: int, y: int, s: int) -> int:
+    """__byte_perm: byte n of the result is byte (s >> 4n) & 7 of y:x. The selector's fourth bit (prmt's sign
+    replication) does nothing through __byte_perm on an H200 (measured: 0x07ad over 0xf07007ad twice gives
+    0xadf07007)."""
+    src = (y << 32 | x).to_bytes(8, "little")
+    return sum(src[(s >> (4 * n)) & 7] << (8 * n) for n in range(4))
+
+
+# ---------------------------------------------------------------------------------------------- the operations
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    expr: str            # C++ with {a}, {b}, {c}
+    args: str            # one letter per operand: u (unsigned), i (int), f (float)
+    result: str          # u, i, f; h or b: an f16 or bf16 pattern, stored as unsigned
+    ref: object          # ints (bits) -> int (bits)
+    header: str = ""
+
+
+def _u(fn):
+    return lambda *v: fn(*v) % M32
+
+
+OPS = [
+    Op("{a} + {b}", "uu", "u", _u(lambda a, b: a + b)),
+    Op("{a} - {b}", "uu", "u", _u(lambda a, b: a - b)),
+    Op("{a} * {b}", "uu", "u", _u(lambda a, b: a * b)),
+    Op("{a} / ({b} | 1u)", "uu", "u", lambda a, b: a // (b | 1)),
+    Op("{a} % ({b} | 1u)", "uu", "u", lambda a, b: a % (b | 1)),
+    Op("{a} << ({b} & 31u)", "uu", "u", _u(lambda a, b: a << (b & 31))),
+    Op("{a} >> ({b} & 31u)", "uu", "u", lambda a, b: a >> (b & 31)),
+    Op("({a} & {b}) ^ ~{c}", "uuu", "u", lambda a, b, c: (a & b) ^ (c ^ 0xFFFFFFFF)),
+    Op("({a} | {b}) & ({c} ^ {a})", "uuu", "u", lambda a, b, c: (a | b) & (c ^ a)),
+    Op("__umulhi({a}, {b})", "uu", "u", lambda a, b: (a * b) >> 32),
+    Op("(unsigned)__mulhi({a}, {b})", "ii", "u", lambda a, b: ((s32(a) * s32(b)) >> 32) % M32),
+    Op("__umul24({a}, {b})", "uu", "u", lambda a, b: ((a & 0xFFFFFF) * (b & 0xFFFFFF)) % M32),
+    Op("__mul24({a}, {b})", "ii", "i",
+       lambda a, b: (s32((a & 0xFFFFFF) << 8) >> 8) * (s32((b & 0xFFFFFF) << 8) >> 8) % M32),
+    Op("(unsigned)__popc({a})", "u", "u", lambda a: bin(a).count("1")),
+    Op("(unsigned)__clz({a})", "u", "u", lambda a: 32 - a.bit_length()),
+    Op("(unsigned)__ffs({a})", "u", "u", lambda a: (a & -a).bit_length()),
+    Op("__brev({a})", "u", "u", lambda a: int(f"{a:032b}"[::-1], 2)),
+    Op("__byte_perm({a}, {b}, {c})", "uuu", "u", lambda a, b, c: byte_perm(a, b, c & 0xFFFF)),
+    Op("__funnelshift_l({a}, {b}, {c})", "uuu", "u", lambda a, b, c: ((b << 32 | a) << (c & 31) >> 32) % M32),
+    Op("__funnelshift_r({a}, {b}, {c})", "uuu", "u", lambda a, b, c: ((b << 32 | a) >> (c & 31)) % M32),
+    Op("__funnelshift_lc({a}, {b}, {c})", "uuu", "u", lambda a, b, c: ((b << 32 | a) << min(c, 32) >> 32) % M32),
+    Op("__funnelshift_rc({a}, {b}, {c})", "uuu", "u", lambda a, b, c: ((b << 32 | a) >> min(c, 32)) % M32),
+    Op("min({a}, {b})", "uu", "u", min),
+    Op("max({a}, {b})", "ii", "i", lambda a, b: max(s32(a), s32(b)) % M32),
+    Op("__uhadd({a}, {b})", "uu", "u", lambda a, b: (a + b) >> 1),
+    Op("__urhadd({a}, {b})", "uu", "u", lambda a, b: (a + b + 1) >> 1),
+    Op("__hadd({a}, {b})", "ii", "i", lambda a, b: ((s32(a) + s32(b)) >> 1) % M32),
+    Op("__sad({a}, {b}, {c})", "iiu", "u", lambda a, b, c: (abs(s32(a) - s32(b)) + c) % M32),
+    Op("__usad({a}, {b}, {c})", "uuu", "u", lambda a, b, c: (abs(a - b) + c) % M32),
+    Op("abs({a})", "i", "i", lambda a: abs(s32(a)) % M32),
+    Op("{a} >> ({b} & 31)", "iu", "i", lambda a, b: (s32(a) >> (b & 31)) % M32),
+    Op("{a} / (int)(({b} & 0x7fffffffu) | 1u)", "iu", "i",
+       lambda a, b: (lambda x, d: (abs(x) // d) * (1 if x >= 0 else -1))(s32(a), (b & 0x7FFFFFFF) | 1) % M32),
+    Op("{a} % (int)(({b} & 0xffffu) | 1u)", "iu", "i",
+       lambda a, b: (lambda x, d: x - (abs(x) // d) * (1 if x >= 0 else -1) * d)(s32(a), (b & 0xFFFF) | 1) % M32),
+    Op("({a} < {b}) ? {c} : {a}", "iiu", "u", lambda a, b, c: c if s32(a) < s32(b) else a),
+    # floats, correctly rounded
+    Op("{a} + {b}", "ff", "f", f_add),
+    Op("{a} - {b}", "ff", "f", lambda a, b: f_add(a, b, sub=True)),
+    Op("{a} * {b}", "ff", "f", f_mul),
+    Op("{a} / {b}", "ff", "f", f_div),
+    Op("sqrtf({a})", "f", "f", f_sqrt),
+    Op("fmaf({a}, {b}, {c})", "fff", "f", f_fma),
+    Op("__fadd_rz({a}, {b})", "ff", "f", lambda a, b: f_add(a, b, "rz")),
+    Op("__fadd_rd({a}, {b})", "ff", "f", lambda a, b: f_add(a, b, "rd")),
+    Op("__fadd_ru({a}, {b})", "ff", "f", lambda a, b: f_add(a, b, "ru")),
+    Op("__fmul_rz({a}, {b})", "ff", "f", lambda a, b: f_mul(a, b, "rz")),
+    Op("__fmul_rd({a}, {b})", "ff", "f", lambda a, b: f_mul(a, b, "rd")),
+    Op("__fmul_ru({a}, {b})", "ff", "f", lambda a, b: f_mul(a, b, "ru")),
+    Op("__fdiv_rz({a}, {b})", "ff", "f", lambda a, b: f_div(a, b, "rz")),
+    Op("__fdiv_ru({a}, {b})", "ff", "f", lambda a, b: f_div(a, b, "ru")),
+    Op("__fmaf_rz({a}, {b}, {c})", "fff", "f", lambda a, b, c: f_fma(a, b, c, "rz")),
+    Op("__fmaf_rd({a}, {b}, {c})", "fff", "f", lambda a, b, c: f_fma(a, b, c, "rd")),
+    Op("__fsqrt_rd({a})", "f", "f", lambda a: f_sqrt(a, "rd")),
+    Op("__fsqrt_ru({a})", "f", "f", lambda a: f_sqrt(a, "ru")),
+    Op("__frcp_rn({a})", "f", "f", f_rcp),
+    Op("__frcp_rz({a})", "f", "f", lambda a: f_rcp(a, "rz")),
+    Op("fminf({a}, {b})", "ff", "f", lambda a, b: f_minmax(a, b, False)),
+    Op("fmaxf({a}, {b})", "ff", "f", lambda a, b: f_minmax(a, b, True)),
+    Op("fabsf({a})", "f", "f", lambda a: a & 0x7FFFFFFF),
+    Op("-{a}", "f", "f", lambda a: a ^ 0x80000000),
+    Op("copysignf({a}, {b})", "ff", "f", lambda a, b: (a & 0x7FFFFFFF) | (b & 0x80000000)),
+    Op("floorf({a})", "f", "f", lambda a: f_round_int(a, "floor")),
+    Op("ceilf({a})", "f", "f", lambda a: f_round_int(a, "ceil")),
+    Op("truncf({a})", "f", "f", lambda a: f_round_int(a, "trunc")),
+    Op("rintf({a})", "f", "f", lambda a: f_round_int(a, "rint")),
+    Op("roundf({a})", "f", "f", lambda a: f_round_int(a, "round")),
+    Op("__saturatef({a})", "f", "f", f_saturate),
+    Op("({a} < {b}) ? {a} : {c}", "fff", "f", lambda a, b, c: a if _f(a) < _f(b) else c),
+    Op("({a} != {a}) ? 1u : 0u", "f", "u", lambda a: int(_is_nan(a))),
+    # conversions
+    Op("__float2int_rn({a})", "f", "i", lambda a: f_to_int(a, "rn")),
+    Op("__float2int_rz({a})", "f", "i", lambda a: f_to_int(a, "rz")),
+    Op("__float2int_rd({a})", "f", "i", lambda a: f_to_int(a, "rd")),
+    Op("__float2int_ru({a})", "f", "i", lambda a: f_to_int(a, "ru")),
+    Op("__float2uint_rz({a})", "f", "u", lambda a: f_to_int(a, "rz", signed=False)),
+    Op("__float2uint_rn({a})", "f", "u", lambda a: f_to_int(a, "rn", signed=False)),
+    Op("(float){a}", "u", "f", lambda a: int_to_f(a, "rn")),
+    Op("(float){a}", "i", "f", lambda a: int_to_f(s32(a), "rn")),
+    Op("__uint2float_rz({a})", "u", "f", lambda a: int_to_f(a, "rz")),
+    Op("__int2float_rd({a})", "i", "f", lambda a: int_to_f(s32(a), "rd")),
+    Op("__int2float_ru({a})", "i", "f", lambda a: int_to_f(s32(a), "ru")),
+    Op("__float_as_uint({a})", "f", "u", lambda a: a),
+    Op("__uint_as_float({a})", "u", "f", lambda a: a),
+    Op("(unsigned)__half_as_ushort(__float2half_rn({a}))", "f", "h", lambda a: to_half_bits(a, np.float16),
+       "#include <cuda_fp16.h>"),
+    Op("(unsigned)__bfloat16_as_ushort(__float2bfloat16_rn({a}))", "f", "b",
+       lambda a: to_half_bits(a, ml_dtypes.bfloat16), "#include <cuda_bf16.h>"),
+    Op("__half2float(__ushort_as_half((unsigned short){a}))", "u", "f",
+       lambda a: _bits(np.float32(np.array([a & 0xFFFF], np.uint16).view(np.float16)[0])), "#include <cuda_fp16.h>"),
+    Op("__bfloat162float(__ushort_as_bfloat16((unsigned short){a}))", "u", "f", lambda a: (a & 0xFFFF) << 16,
+       "#include <cuda_bf16.h>"),
+]
+
+CTYPE = {"u": "unsigned", "i": "int", "f": "float"}
+
+
+@dataclasses.dataclass
+class Program:
+    seed: int
+    source: str
+    steps: list            # (op index, operand variable indices)
+    kernel: str = "random_arith"
+
+    @property
+    def outputs(self) -> int:
+        return len(self.steps)
+
+    def expected(self, x: np.ndarray, got: np.ndarray | None = None) -> np.ndarray:
+        """(threads, outputs) uint32, each result worked out exactly from its operands' values: the earlier results
+        of `got` where given (so that one difference is reported where it arises, not in everything after it),
+        else the reference's own."""
+        out = np.zeros((x.shape[0], self.outputs), U32)
+        for t in range(x.shape[0]):
+            vals = [int(v) for v in x[t]] * 3          # u0..u3, i0..i3, f0..f3 share the input bits
+            for j, (k, operands) in enumerate(self.steps):
+                r = OPS[k].ref(*[vals[o] for o in operands]) % M32
+                vals.append(int(got[t, j]) if got is not None else r)
+                out[t, j] = r
+        return out
+
+
+def program(seed: int) -> Program:
+    """STEPS random operations; the first twelve variables are the inputs read as unsigned, int and float."""
+    rng = np.random.default_rng(seed)
+    types = ["u"] * 4 + ["i"] * 4 + ["f"] * 4
+    names = [f"u{n}" for n in range(4)] + [f"i{n}" for n in range(4)] + [f"f{n}" for n in range(4)]
+    lines, steps, headers, flags = [], [], set(), set()
+    for j in range(STEPS):
+        k = int(rng.integers(len(OPS)))
+        op = OPS[k]
+        operands = []
+        for want in op.args:
+            # never one value twice in an operation: NVRTC then knows more than C says (__mul24(x, x) was taken to
+            # be non-negative, and a later % became an unsigned one); never a 0/1 flag reinterpreted as a half:
+            # ptxas folds cvt.f32.f16 of selp.u16 1, 0 into 1.0 (seen on the H200), which no model of PTX can be
+            pool = [n for n, ty in enumerate(types) if ty == want and n not in operands
+                    and not ("__ushort_as_" in op.expr and n in flags)]
+            recent = pool[-6:]                             # mostly chain on recent results
+            operands.append(int(rng.choice(recent if rng.random() < 0.7 else pool)))
+        rtype = "u" if op.result in "hb" else op.result
+        name = f"v{j}"
+        expr = op.expr.format(**{k_: names[o] for k_, o in zip("abc", operands)})
+        lines.append(f"  const {CTYPE[rtype]} {name} = {expr};")
+        store = {"u": name, "i": f"(unsigned){name}", "f": f"__float_as_uint({name})"}[rtype]
+        lines.append(f"  o[{j}] = {store};")
+        if "? 1u : 0u" in op.expr:
+            flags.add(len(types))
+        types.append(rtype)
+        names.append(name)
+        steps.append((k, operands))
+        if op.header:
+            headers.add(op.header)
+    src = "\n".join(sorted(headers)) + f"""
+// random_arith (seed {seed}): tests/model/random_kernels.py
+extern "C" __global__ void random_arith(const unsigned* in, unsigned* out) {{
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  const unsigned u0 = in[4 * t], u1 = in[4 * t + 1], u2 = in[4 * t + 2], u3 = in[4 * t + 3];
+  const int i0 = (int)u0, i1 = (int)u1, i2 = (int)u2, i3 = (int)u3;
+  const float f0 = __uint_as_float(u0), f1 = __uint_as_float(u1), f2 = __uint_as_float(u2),
+              f3 = __uint_as_float(u3);
+  unsigned* o = out + {STEPS} * t;
+""" + "\n".join(lines) + "\n}\n"
+    return Program(seed, src, steps)
+
+
+SPECIAL_FLOATS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, 2.5, -2.5, 3.5, 1e-45, -1e-40, 1.1754942e-38,
+                  float(np.finfo(np.float32).max), -float(np.finfo(np.float32).max), 2.0 ** 31, -2.0 ** 31,
+                  4294967296.0, 16777217.0, 65504.0, 65520.0, 3.4e38]
+SPECIAL_WORDS = [0, 1, 2, 31, 32, 33, 0xFFFFFFFF, 0x80000000, 0x7FFFFFFF, 0x00010000, 0x00FFFFFF, 0x7FC00001,
+                 0x7F800001]
+
+
+def inputs(seed: int, threads: int = THREADS) -> np.ndarray:
+    """(threads, 4) uint32: a third random bits, a third floats of every magnitude, a third special values."""
+    rng = np.random.default_rng(seed ^ 0x5EED)
+    x = rng.integers(0, M32, (threads, 4), dtype=np.uint64).astype(U32)
+    kind = rng.integers(0, 3, (threads, 4))
+    mags = (rng.standard_normal((threads, 4)) * 10.0 ** rng.integers(-8, 9, (threads, 4))).astype(np.float32)
+    small = rng.integers(-40, 41, (threads, 4)).astype(np.float32) / np.float32(2)   # halves: rounding ties
+    mags = np.where(rng.random((threads, 4)) < 0.3, small, mags)
+    x = np.where(kind == 1, mags.view(U32), x)
+    specials = np.array([_bits(np.float32(v)) for v in SPECIAL_FLOATS] + SPECIAL_WORDS, U32)
+    x = np.where(kind == 2, specials[rng.integers(0, specials.size, (threads, 4))], x)
+    return x.astype(U32)
+
+
+def same(got: np.ndarray, want: np.ndarray, p: Program) -> np.ndarray:
+    """Mask of results that agree: bit for bit, except that any NaN matches any NaN where a float was computed."""
+    ok = got == want
+    for kind, exp, man in (("f", 0x7F800000, 0x7FFFFF), ("h", 0x7C00, 0x3FF), ("b", 0x7F80, 0x7F)):
+        cols = np.array([OPS[k].result == kind for k, _ in p.steps])
+        nan_got = ((got & exp) == exp) & ((got & man) != 0) & (got >> 16 == 0 if kind in "hb" else True)
+        nan_want = ((want & exp) == exp) & ((want & man) != 0)
+        ok |= cols[None, :] & nan_got & nan_want
+    return ok
+
+
+def first_difference(got, want, x, p: Program, who: str) -> str:
+    """A message naming the first operation whose result differs, its operands' bits (as `got` had them) and both
+    results, or ''."""
+    bad = np.argwhere(~same(got, want, p))
+    if not bad.size:
+        return ""
+    t, j = (int(v) for v in bad[np.lexsort((bad[:, 0], bad[:, 1]))][0])
+    k, operands = p.steps[j]
+    vals = [int(v) for v in x[t]] * 3 + [int(v) for v in got[t]]
+    return (f"seed {p.seed}, thread {t}, step {j}: {OPS[k].expr} on "
+            f"{', '.join(f'{vals[o]:#010x}' for o in operands)} gave {int(got[t, j]):#010x} on {who}, "
+            f"want {int(want[t, j]):#010x} ({len(bad)} results differ)\n{p.source}")
