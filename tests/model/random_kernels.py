@@ -5,10 +5,10 @@ H200 with the model bit for bit (tests/model/test_model_random_kernels.py).
     from random_kernels import program, inputs
     p = program(seed)                 # p.source (CUDA C++), p.kernel, p.outputs (values per thread)
     x = inputs(seed)                  # (THREADS, 4) uint32: bit patterns, floats of every kind among them
-    p.expected(x, got)                # (THREADS, p.outputs) uint32: what each result must be, from got's operands
+    p.expected(x, got)                # (THREADS, p.outputs) uint64: what each result must be, from got's operands
 
-A program reads four words per thread and runs STEPS operations, each on values computed before it, of three
-types: unsigned, int and float (bit patterns of the float inputs include +-0, +-inf, NaN, subnormals and the
+A program reads four words per thread and runs STEPS operations, each on values computed before it, of four
+types: unsigned, int, float and unsigned long long (and two 16-bit floats packed in an unsigned) (bit patterns of the float inputs include +-0, +-inf, NaN, subnormals and the
 largest finite). Every result is stored as its bits. Only C++ that is defined for every input is generated: shift
 counts are masked, divisors kept nonzero and int division kept away from INT_MIN / -1, signed arithmetic done on
 unsigned. The float operations are IEEE's (correctly rounded in the named mode, subnormals kept: NVRTC's default,
@@ -173,14 +173,14 @@ def f_minmax(a, b, is_max):
     return a if (fa > fb) == is_max else b
 
 
-def f_to_int(a, mode, signed=True):
-    """cvt.{rni,rzi,rmi,rpi}.{s32,u32}.f32: NaN gives 0; beyond the range, the nearest end."""
+def f_to_int(a, mode, signed=True, bits=32):
+    """cvt.{rni,rzi,rmi,rpi}.{s32,u32,s64,u64}.f32: NaN gives 0; beyond the range, the nearest end."""
     fa = _f(a)
     if np.isnan(fa):
         return 0
-    lo, hi = (-2**31, 2**31 - 1) if signed else (0, M32 - 1)
+    lo, hi = (-2**(bits - 1), 2**(bits - 1) - 1) if signed else (0, 2**bits - 1)
     if np.isinf(fa):
-        return (hi if fa > 0 else lo) % M32
+        return (hi if fa > 0 else lo) % 2**bits
     x = Fraction(float(fa))
     fl = x.numerator // x.denominator
     if mode == "rz":
@@ -192,7 +192,7 @@ def f_to_int(a, mode, signed=True):
     else:
         r = x - fl
         v = fl if r < Fraction(1, 2) or (r == Fraction(1, 2) and fl % 2 == 0) else fl + 1
-    return min(max(v, lo), hi) % M32
+    return min(max(v, lo), hi) % 2**bits
 
 
 def int_to_f(v: int, mode) -> int:
@@ -239,13 +239,55 @@ def byte_perm(x: int, y: int, s: int) -> int:
     return sum(src[(s >> (4 * n)) & 7] << (8 * n) for n in range(4))
 
 
+def s64(v: int) -> int:
+    return v - (1 << 64) if v >= 2**63 else v
+
+
+HALVES = """#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+__device__ __forceinline__ __half2 h2(unsigned u) { return *reinterpret_cast<const __half2*>(&u); }
+__device__ __forceinline__ unsigned hu(__half2 h) { return *reinterpret_cast<const unsigned*>(&h); }
+__device__ __forceinline__ __nv_bfloat162 b2(unsigned u) { return *reinterpret_cast<const __nv_bfloat162*>(&u); }
+__device__ __forceinline__ unsigned bu(__nv_bfloat162 h) { return *reinterpret_cast<const unsigned*>(&h); }"""
+
+
+def hmax(x, y):
+    """max of two halves' values: one NaN gives the other (signaling or not: np.fmax would give NaN for a
+    signaling one), -0 below +0."""
+    if np.isnan(x) or np.isnan(y):
+        return y if np.isnan(x) else x
+    if x == 0 and y == 0:
+        return -0.0 if (np.signbit(x) and np.signbit(y)) else 0.0
+    return max(x, y)
+
+
+def hmin(x, y):
+    if np.isnan(x) or np.isnan(y):
+        return y if np.isnan(x) else x
+    if x == 0 and y == 0:
+        return -0.0 if (np.signbit(x) or np.signbit(y)) else 0.0
+    return min(x, y)
+
+
+def halves(a: int, b: int, fn, dtype) -> int:
+    """fn on the low halves and on the high halves of two words of 16-bit floats (float64 is exact for add, sub,
+    mul of 16-bit floats; the result is rounded once to dtype, to nearest even)."""
+    out = 0
+    for shift in (0, 16):
+        x, y = (np.array([(w >> shift) & 0xFFFF], np.uint16).view(dtype).astype(np.float64)[0] for w in (a, b))
+        with np.errstate(all="ignore"):
+            r = np.array([fn(x, y)], np.float64).astype(dtype).view(np.uint16)[0]
+        out |= int(r) << shift
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- the operations
 
 @dataclasses.dataclass(frozen=True)
 class Op:
     expr: str            # C++ with {a}, {b}, {c}
-    args: str            # one letter per operand: u (unsigned), i (int), f (float)
-    result: str          # u, i, f; h or b: an f16 or bf16 pattern, stored as unsigned
+    args: str            # one letter per operand: u (unsigned), i (int), f (float), l (unsigned long long)
+    result: str          # u, i, f, l (64-bit); h or b: an f16 or bf16 pattern; H or B: two of them in a word
     ref: object          # ints (bits) -> int (bits)
     header: str = ""
 
@@ -348,9 +390,55 @@ OPS = [
        lambda a: _bits(np.float32(np.array([a & 0xFFFF], np.uint16).view(np.float16)[0])), "#include <cuda_fp16.h>"),
     Op("__bfloat162float(__ushort_as_bfloat16((unsigned short){a}))", "u", "f", lambda a: (a & 0xFFFF) << 16,
        "#include <cuda_bf16.h>"),
+    # 64-bit integers (unsigned long long; signed through casts, C's shifts and divisions kept defined)
+    Op("{a} + {b}", "ll", "l", lambda a, b: a + b),
+    Op("{a} * {b}", "ll", "l", lambda a, b: a * b),
+    Op("{a} / ({b} | 1ull)", "ll", "l", lambda a, b: a // (b | 1)),
+    Op("{a} % ({b} | 1ull)", "ll", "l", lambda a, b: a % (b | 1)),
+    Op("{a} << ({b} & 63u)", "lu", "l", lambda a, b: a << (b & 63)),
+    Op("{a} >> ({b} & 63u)", "lu", "l", lambda a, b: a >> (b & 63)),
+    Op("(unsigned long long)((long long){a} >> ({b} & 63u))", "lu", "l", lambda a, b: s64(a) >> (b & 63)),
+    Op("__umul64hi({a}, {b})", "ll", "l", lambda a, b: (a * b) >> 64),
+    Op("(unsigned long long)__mul64hi((long long){a}, (long long){b})", "ll", "l",
+       lambda a, b: (s64(a) * s64(b)) >> 64),
+    Op("(unsigned)__popcll({a})", "l", "u", lambda a: bin(a).count("1")),
+    Op("(unsigned)__clzll({a})", "l", "u", lambda a: 64 - a.bit_length()),
+    Op("(unsigned)__ffsll({a})", "l", "u", lambda a: (a & -a).bit_length()),
+    Op("__brevll({a})", "l", "l", lambda a: int(f"{a:064b}"[::-1], 2)),
+    Op("(unsigned long long){a} * {b}", "uu", "l", lambda a, b: a * b),
+    Op("(unsigned long long)((long long){a} * {b})", "ii", "l", lambda a, b: s32(a) * s32(b)),
+    Op("(unsigned)({a} >> 32)", "l", "u", lambda a: a >> 32),
+    Op("min({a}, {b})", "ll", "l", min),
+    Op("(float){a}", "l", "f", lambda a: int_to_f(a, "rn")),
+    Op("__ull2float_rz({a})", "l", "f", lambda a: int_to_f(a, "rz")),
+    Op("__ll2float_rd((long long){a})", "l", "f", lambda a: int_to_f(s64(a), "rd")),
+    Op("__float2ull_rz({a})", "f", "l", lambda a: f_to_int(a, "rz", signed=False, bits=64)),
+    Op("(unsigned long long)__float2ll_rn({a})", "f", "l", lambda a: f_to_int(a, "rn", bits=64)),
+    # two halves in a word (__half2, __nv_bfloat162), each computed on its own and rounded once
+    Op("hu(__hadd2(h2({a}), h2({b})))", "uu", "H", lambda a, b: halves(a, b, np.add, np.float16), HALVES),
+    Op("hu(__hsub2(h2({a}), h2({b})))", "uu", "H", lambda a, b: halves(a, b, np.subtract, np.float16), HALVES),
+    Op("hu(__hmul2(h2({a}), h2({b})))", "uu", "H", lambda a, b: halves(a, b, np.multiply, np.float16), HALVES),
+    Op("hu(__hmax2(h2({a}), h2({b})))", "uu", "H", lambda a, b: halves(a, b, hmax, np.float16), HALVES),
+    Op("hu(__hmin2(h2({a}), h2({b})))", "uu", "H", lambda a, b: halves(a, b, hmin, np.float16), HALVES),
+    Op("hu(__hneg2(h2({a})))", "u", "H", lambda a: a ^ 0x80008000, HALVES),
+    Op("bu(__hadd2(b2({a}), b2({b})))", "uu", "B", lambda a, b: halves(a, b, np.add, ml_dtypes.bfloat16), HALVES),
+    Op("bu(__hmul2(b2({a}), b2({b})))", "uu", "B", lambda a, b: halves(a, b, np.multiply, ml_dtypes.bfloat16),
+       HALVES),
+    Op("bu(__hmax2(b2({a}), b2({b})))", "uu", "B", lambda a, b: halves(a, b, hmax, ml_dtypes.bfloat16), HALVES),
+    Op("bu(__habs2(b2({a})))", "u", "B", lambda a: a & 0x7FFF7FFF, HALVES),
 ]
 
-CTYPE = {"u": "unsigned", "i": "int", "f": "float"}
+CTYPE = {"u": "unsigned", "i": "int", "f": "float", "l": "unsigned long long"}
+U64 = np.uint64
+#: the variables every program starts with: the four input words read as unsigned, int, float, and paired into
+#: four unsigned long long (l0 = u0:u1, l1 = u2:u3, l2 = u1:u2, l3 = u3:u0, high word first)
+START_TYPES = ["u"] * 4 + ["i"] * 4 + ["f"] * 4 + ["l"] * 4
+START_NAMES = [f"{t}{n}" for t in "uifl" for n in range(4)]
+
+
+def start_values(words) -> list[int]:
+    w = [int(v) for v in words]
+    return w * 3 + [w[0] << 32 | w[1], w[2] << 32 | w[3], w[1] << 32 | w[2], w[3] << 32 | w[0]]
 
 
 @dataclasses.dataclass
@@ -365,24 +453,23 @@ class Program:
         return len(self.steps)
 
     def expected(self, x: np.ndarray, got: np.ndarray | None = None) -> np.ndarray:
-        """(threads, outputs) uint32, each result worked out exactly from its operands' values: the earlier results
+        """(threads, outputs) uint64, each result worked out exactly from its operands' values: the earlier results
         of `got` where given (so that one difference is reported where it arises, not in everything after it),
         else the reference's own."""
-        out = np.zeros((x.shape[0], self.outputs), U32)
+        out = np.zeros((x.shape[0], self.outputs), U64)
         for t in range(x.shape[0]):
-            vals = [int(v) for v in x[t]] * 3          # u0..u3, i0..i3, f0..f3 share the input bits
+            vals = start_values(x[t])
             for j, (k, operands) in enumerate(self.steps):
-                r = OPS[k].ref(*[vals[o] for o in operands]) % M32
+                r = OPS[k].ref(*[vals[o] for o in operands]) % (1 << 64 if OPS[k].result == "l" else M32)
                 vals.append(int(got[t, j]) if got is not None else r)
                 out[t, j] = r
         return out
 
 
 def program(seed: int) -> Program:
-    """STEPS random operations; the first twelve variables are the inputs read as unsigned, int and float."""
+    """STEPS random operations on the START_NAMES variables and the results before them."""
     rng = np.random.default_rng(seed)
-    types = ["u"] * 4 + ["i"] * 4 + ["f"] * 4
-    names = [f"u{n}" for n in range(4)] + [f"i{n}" for n in range(4)] + [f"f{n}" for n in range(4)]
+    types, names = list(START_TYPES), list(START_NAMES)
     lines, steps, headers, flags = [], [], set(), set()
     for j in range(STEPS):
         k = int(rng.integers(len(OPS)))
@@ -393,14 +480,14 @@ def program(seed: int) -> Program:
             # be non-negative, and a later % became an unsigned one); never a 0/1 flag reinterpreted as a half:
             # ptxas folds cvt.f32.f16 of selp.u16 1, 0 into 1.0 (seen on the H200), which no model of PTX can be
             pool = [n for n, ty in enumerate(types) if ty == want and n not in operands
-                    and not ("__ushort_as_" in op.expr and n in flags)]
+                    and not (("__ushort_as_" in op.expr or "h2(" in op.expr or "b2(" in op.expr) and n in flags)]
             recent = pool[-6:]                             # mostly chain on recent results
             operands.append(int(rng.choice(recent if rng.random() < 0.7 else pool)))
-        rtype = "u" if op.result in "hb" else op.result
+        rtype = "u" if op.result in "hbHB" else op.result
         name = f"v{j}"
         expr = op.expr.format(**{k_: names[o] for k_, o in zip("abc", operands)})
         lines.append(f"  const {CTYPE[rtype]} {name} = {expr};")
-        store = {"u": name, "i": f"(unsigned){name}", "f": f"__float_as_uint({name})"}[rtype]
+        store = {"u": name, "i": f"(unsigned){name}", "f": f"__float_as_uint({name})", "l": name}[rtype]
         lines.append(f"  o[{j}] = {store};")
         if "? 1u : 0u" in op.expr:
             flags.add(len(types))
@@ -411,13 +498,15 @@ def program(seed: int) -> Program:
             headers.add(op.header)
     src = "\n".join(sorted(headers)) + f"""
 // random_arith (seed {seed}): tests/model/random_kernels.py
-extern "C" __global__ void random_arith(const unsigned* in, unsigned* out) {{
+extern "C" __global__ void random_arith(const unsigned* in, unsigned long long* out) {{
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   const unsigned u0 = in[4 * t], u1 = in[4 * t + 1], u2 = in[4 * t + 2], u3 = in[4 * t + 3];
   const int i0 = (int)u0, i1 = (int)u1, i2 = (int)u2, i3 = (int)u3;
   const float f0 = __uint_as_float(u0), f1 = __uint_as_float(u1), f2 = __uint_as_float(u2),
               f3 = __uint_as_float(u3);
-  unsigned* o = out + {STEPS} * t;
+  const unsigned long long l0 = (unsigned long long)u0 << 32 | u1, l1 = (unsigned long long)u2 << 32 | u3,
+                           l2 = (unsigned long long)u1 << 32 | u2, l3 = (unsigned long long)u3 << 32 | u0;
+  unsigned long long* o = out + {STEPS} * t;
 """ + "\n".join(lines) + "\n}\n"
     return Program(seed, src, steps)
 
@@ -444,13 +533,24 @@ def inputs(seed: int, threads: int = THREADS) -> np.ndarray:
 
 
 def same(got: np.ndarray, want: np.ndarray, p: Program) -> np.ndarray:
-    """Mask of results that agree: bit for bit, except that any NaN matches any NaN where a float was computed."""
+    """Mask of results that agree: bit for bit, except that any NaN matches any NaN where a float was computed
+    (for two halves in a word, half by half)."""
+    got, want = got.astype(U64), want.astype(U64)
     ok = got == want
-    for kind, exp, man in (("f", 0x7F800000, 0x7FFFFF), ("h", 0x7C00, 0x3FF), ("b", 0x7F80, 0x7F)):
+    for kind, exp, man, shifts in (("f", 0x7F800000, 0x7FFFFF, (0,)), ("h", 0x7C00, 0x3FF, (0,)),
+                                   ("b", 0x7F80, 0x7F, (0,)), ("H", 0x7C00, 0x3FF, (0, 16)),
+                                   ("B", 0x7F80, 0x7F, (0, 16))):
         cols = np.array([OPS[k].result == kind for k, _ in p.steps])
-        nan_got = ((got & exp) == exp) & ((got & man) != 0) & (got >> 16 == 0 if kind in "hb" else True)
-        nan_want = ((want & exp) == exp) & ((want & man) != 0)
-        ok |= cols[None, :] & nan_got & nan_want
+        if not cols.any():
+            continue
+        width = 0xFFFFFFFF if kind == "f" else 0xFFFF
+        part_ok = np.ones_like(ok)
+        for sh in shifts:
+            g, w = (got >> U64(sh)) & U64(width), (want >> U64(sh)) & U64(width)
+            nan = lambda v: ((v & U64(exp)) == U64(exp)) & ((v & U64(man)) != 0)    # noqa: E731
+            part_ok &= (g == w) | (nan(g) & nan(w))
+        high_clear = (got >> U64(16 * len(shifts) if kind in "hbHB" else 32)) == 0
+        ok |= cols[None, :] & part_ok & high_clear
     return ok
 
 
@@ -462,7 +562,7 @@ def first_difference(got, want, x, p: Program, who: str) -> str:
         return ""
     t, j = (int(v) for v in bad[np.lexsort((bad[:, 0], bad[:, 1]))][0])
     k, operands = p.steps[j]
-    vals = [int(v) for v in x[t]] * 3 + [int(v) for v in got[t]]
+    vals = start_values(x[t]) + [int(v) for v in got[t]]
     return (f"seed {p.seed}, thread {t}, step {j}: {OPS[k].expr} on "
-            f"{', '.join(f'{vals[o]:#010x}' for o in operands)} gave {int(got[t, j]):#010x} on {who}, "
-            f"want {int(want[t, j]):#010x} ({len(bad)} results differ)\n{p.source}")
+            f"{', '.join(f'{vals[o]:#x}' for o in operands)} gave {int(got[t, j]):#x} on {who}, "
+            f"want {int(want[t, j]):#x} ({len(bad)} results differ)\n{p.source}")

@@ -32,7 +32,7 @@ def _seed(i: int) -> int:
 
 def _on_model(b, x):
     from judge import model
-    out = np.full(x.shape[0] * rk.STEPS, 0xDEADBEEF, np.uint32)     # poisoned: every result must be written
+    out = np.full(x.shape[0] * rk.STEPS, 0xDEADBEEFDEADBEEF, np.uint64)     # poisoned: every result is written
     model.run(b, "random_arith", grid=(x.shape[0] // 64,), block=(64,), args=(x.reshape(-1), out))
     return out.reshape(x.shape[0], rk.STEPS)
 
@@ -84,7 +84,7 @@ def test_the_h200_computes_random_kernels_as_the_model_does(tmp_path):
         x = rk.inputs(seed)
         b = _compile(p, tmp_path)
         on_model = _on_model(b, x)
-        on_gpu = cupy.full(x.shape[0] * rk.STEPS, 0xDEADBEEF, cupy.uint32)
+        on_gpu = cupy.full(x.shape[0] * rk.STEPS, 0xDEADBEEFDEADBEEF, cupy.uint64)
         b.kernel("random_arith")((x.shape[0] // 64, 1, 1), (64, 1, 1), (cupy.asarray(x.reshape(-1)), on_gpu))
         on_gpu = cupy.asnumpy(on_gpu).reshape(x.shape[0], rk.STEPS)
         assert not (msg := rk.first_difference(on_model, on_gpu, x, p, "the model (the H200's is the want)")), msg
