@@ -274,8 +274,8 @@ def halves(a: int, b: int, fn, dtype) -> int:
     mul of 16-bit floats; the result is rounded once to dtype, to nearest even)."""
     out = 0
     for shift in (0, 16):
-        x, y = (np.array([(w >> shift) & 0xFFFF], np.uint16).view(dtype).astype(np.float64)[0] for w in (a, b))
         with np.errstate(all="ignore"):
+            x, y = (np.array([(w >> shift) & 0xFFFF], np.uint16).view(dtype).astype(np.float64)[0] for w in (a, b))
             r = np.array([fn(x, y)], np.float64).astype(dtype).view(np.uint16)[0]
         out |= int(r) << shift
     return out

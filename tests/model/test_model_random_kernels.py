@@ -144,3 +144,23 @@ def test_the_h200_still_gives_each_of_those_bits(expr, words, want, tmp_path):
     out = cupy.full(1, 0xDEADBEEF, cupy.uint32)
     _one(expr, tmp_path).kernel("one")((1, 1, 1), (1, 1, 1), (cupy.asarray(np.array(words, np.uint32)), out))
     assert int(out.get()[0]) == want, f"{expr}: the H200 gave {int(out.get()[0]):#010x}"
+
+
+def test_a_float_beyond_a_64_bit_integer_saturates_instead_of_crashing_the_model(tmp_path):
+    # cvt.rni.s64.f32 / cvt.rzi.u64.f32 past 2^63 and 2^64 used to end the run with an OverflowError
+    from judge import model
+    src = r"""
+extern "C" __global__ void wide(const float* in, unsigned long long* out) {
+  const int t = threadIdx.x;
+  out[2 * t] = (unsigned long long)__float2ll_rn(in[t]);
+  out[2 * t + 1] = __float2ull_rz(in[t]);
+}
+"""
+    (tmp_path / "wide.cu").write_text(src)
+    x = np.array([1e19, -1e19, 2.0 ** 63, 1e20, -1.0, np.nan, 12345.5, -2.0 ** 63], np.float32)
+    out = np.full(2 * x.size, 0xDEADBEEFDEADBEEF, np.uint64)
+    model.run(build.compile(tmp_path / "wide.cu"), "wide", grid=(1,), block=(x.size,), args=(x, out))
+    got = out.reshape(-1, 2)
+    s64 = [int(v) for v in got[:, 0].view(np.int64)]
+    assert s64 == [2**63 - 1, -2**63, 2**63 - 1, 2**63 - 1, -1, 0, 12346, -2**63]
+    assert [int(v) for v in got[:, 1]] == [int(np.float32(1e19)), 0, 2**63, 2**64 - 1, 0, 0, 12345, 0]

@@ -83,10 +83,11 @@ def cvt(m, ins):
             if np.dtype(DT[dt]).itemsize < 8:
                 v = np.where(np.isnan(v), 0, np.clip(v, info.min, info.max))
                 r = v.astype(np.float64).astype(DT[dt])
-            else:   # 64-bit: clamp as Python integers (float64 cannot hold 2^64 - 1 or 2^63 - 1)
+            else:   # 64-bit: clamp as Python numbers (float64 cannot hold 2^64 - 1 or 2^63 - 1, and a NumPy
+                # float compared with such an int rounds the int first; Python compares them exactly)
                 lo, hi = int(info.min), int(info.max)
-                r = np.array([0 if np.isnan(q) else (hi if q > hi else lo if q < lo else int(q))
-                              for q in np.broadcast_to(v, (m.n,))], DT[dt])
+                r = np.array([0 if q != q else (hi if q > hi else lo if q < lo else int(q))
+                              for q in (float(e) for e in np.broadcast_to(v, (m.n,)))], DT[dt])
         elif dt in fl:
             v = np.asarray(x).astype(np.float64)
             if dt in ("f32", "f64") and (rnd in rounding.DIRECTED or np.dtype(DT[st]).itemsize == 8):
