@@ -62,6 +62,12 @@ def round_fraction(x: Fraction, fmt: str, mode: str) -> float:
     return -v if neg else v
 
 
+#: each operation in float64, on a list of operands (alu.py's round-to-nearest path uses these too)
+FLOAT64 = {"add": lambda a: a[0] + a[1], "sub": lambda a: a[0] - a[1], "mul": lambda a: a[0] * a[1],
+           "fma": lambda a: a[0] * a[1] + a[2], "div": lambda a: a[0] / a[1], "rcp": lambda a: 1.0 / a[0],
+           "sqrt": lambda a: np.sqrt(a[0])}
+
+
 def _zero(neg: bool) -> float:
     return -0.0 if neg else 0.0
 
@@ -90,12 +96,7 @@ def _lane(kind: str, vals, fmt: str, mode: str) -> float:
     if not all(math.isfinite(v) for v in vals) or (kind == "div" and vals[1] == 0) or (kind == "rcp" and vals[0] == 0) \
             or (kind == "sqrt" and vals[0] <= 0):
         with np.errstate(all="ignore"):                 # infinities, NaN, x / 0, sqrt of a zero or a negative:
-            f = DTYPE[fmt]                              # exact in float64 and the same in every mode
-            a = [np.float64(v) for v in vals]
-            r = {"add": lambda: a[0] + a[1], "sub": lambda: a[0] - a[1], "mul": lambda: a[0] * a[1],
-                 "fma": lambda: a[0] * a[1] + a[2], "div": lambda: a[0] / a[1], "rcp": lambda: 1.0 / a[0],
-                 "sqrt": lambda: np.sqrt(a[0])}[kind]()
-            return float(f(r))
+            return float(DTYPE[fmt](FLOAT64[kind]([np.float64(v) for v in vals])))   # the same in every mode
     fr = [Fraction(v) for v in vals]
     if kind == "sqrt":
         return _sqrt(fr[0], fmt, mode)
@@ -125,9 +126,6 @@ def _lane(kind: str, vals, fmt: str, mode: str) -> float:
     return _zero(sign_neg) if x == 0 else round_fraction(x, fmt, mode)
 
 
-_FLOAT64 = {"add": lambda a: a[0] + a[1], "sub": lambda a: a[0] - a[1], "mul": lambda a: a[0] * a[1],
-            "fma": lambda a: a[0] * a[1] + a[2], "div": lambda a: a[0] / a[1], "rcp": lambda a: 1.0 / a[0],
-            "sqrt": lambda a: np.sqrt(a[0])}
 
 
 def rounded(kind: str, ops, fmt: str, mode: str = "rn"):
@@ -137,7 +135,7 @@ def rounded(kind: str, ops, fmt: str, mode: str = "rn"):
     ops = [np.asarray(o, np.float64) for o in ops]
     shape = np.broadcast_shapes(*[o.shape for o in ops])
     with np.errstate(all="ignore"):
-        r64 = np.asarray(_FLOAT64[kind](ops), np.float64)
+        r64 = np.asarray(FLOAT64[kind](ops), np.float64)
     r64 = np.broadcast_to(r64, shape)
     if mode == "rn":
         if fmt == "f64":

@@ -160,17 +160,11 @@ def f_rcp(a, mode="rn"):
 
 
 def f_minmax(a, b, is_max):
+    """fminf / fmaxf on bits, by hmin / hmax's rule; two NaN give NaN."""
     fa, fb = _f(a), _f(b)
     if np.isnan(fa) and np.isnan(fb):
         return 0x7FFFFFFF
-    if np.isnan(fa):
-        return b
-    if np.isnan(fb):
-        return a
-    if fa == fb == 0:                                   # min(+0, -0) is -0 and max(+0, -0) is +0
-        na, nb = bool(np.signbit(fa)), bool(np.signbit(fb))
-        return _zero(na and nb) if is_max else _zero(na or nb)
-    return a if (fa > fb) == is_max else b
+    return _bits(np.float32((hmax if is_max else hmin)(float(fa), float(fb))))
 
 
 def f_to_int(a, mode, signed=True, bits=32):

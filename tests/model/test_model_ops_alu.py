@@ -15,6 +15,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import random_kernels
 from judge.model import snippet
 
 N = 64
@@ -131,10 +132,7 @@ def test_signed_division_truncates_toward_zero_and_the_remainder_takes_the_divid
 
 def _round_f32(fr: Fraction) -> np.float32:
     """fr rounded to the nearest float32 (ties to even), exactly: no double rounding through float64."""
-    r = np.float32(float(fr))
-    cands = [np.nextafter(r, np.float32(-np.inf)), r, np.nextafter(r, np.float32(np.inf))]
-    best = min(cands, key=lambda c: (abs(Fraction(float(c)) - fr), int(np.array(c).view(np.uint32)) & 1))
-    return np.float32(best)
+    return np.array([random_kernels.round_f32(fr, "rn")], np.uint32).view(np.float32)[0]
 
 
 FLOAT_CASES = {

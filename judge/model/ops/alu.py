@@ -20,32 +20,28 @@ _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, 
         "hs": np.greater_equal}
 
 
-_FLOAT = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y, "div": lambda x, y: x / y}
-
-
 def _binop(m, ins, fn_int, fn_float):
-    """A two-operand instruction: fn_int on integers; on floats fn_float in float64 then one rounding, or, where
-    fn_float names the operation ("add", ...), the f32/f64 result rounded exactly in the instruction's mode
-    (rounding.rounded: .rn, .rz, .rm, .rp)."""
+    """A two-operand instruction: fn_int on integers; on floats fn_float in float64 then one rounding. Where fn_float
+    names the operation ("add", ...), it is rounding.FLOAT64's, and under .rz/.rm/.rp the f32/f64 result is
+    rounded exactly in that mode (rounding.rounded)."""
     ty = types(ins.parts)[-1]
     d, a, b = ins.args[:3]
     flt = ty in ("f32", "f64", "f16")
+    if isinstance(fn_float, str):
+        kind, mode = fn_float, rounding.mode_of(ins.parts)
+        if ty in ("f32", "f64") and mode != "rn":    # .rz/.rm/.rp: exactly (under .rn float64 is exact already)
+            fn_float = lambda x, y: rounding.rounded(kind, [x, y], ty, mode)    # noqa: E731
+        else:
+            fn_float = lambda x, y: rounding.FLOAT64[kind]([x, y])             # noqa: E731
     if ty in ("f16x2", "bf16x2", "bf16"):
         if fn_float is None:
             raise Unsupported(ins.op, "packed half/bf16 arithmetic of this kind")
-        return _halves(m, ins, ins.args[1:3], _FLOAT.get(fn_float, fn_float), ty)
-
-    mode = rounding.mode_of(ins.parts)
-    # add, sub, mul, div under .rz/.rm/.rp: exactly (under .rn, float64 then one rounding is exact already)
-    exact = isinstance(fn_float, str) and ty in ("f32", "f64") and mode != "rn"
+        return _halves(m, ins, ins.args[1:3], fn_float, ty)
 
     def binary(ins, mask, full):
         x, y = m.rd(a, ty, ins), m.rd(b, ty, ins)
-        if exact:
-            r = round_to(saturate(rounding.rounded(fn_float, [as_f64(x), as_f64(y)], ty, mode), ins), ty)
-        elif flt:
-            r = round_to(saturate(_FLOAT[fn_float](as_f64(x), as_f64(y)) if isinstance(fn_float, str)
-                                  else fn_float(as_f64(x), as_f64(y)), ins), ty)
+        if flt:
+            r = round_to(saturate(fn_float(as_f64(x), as_f64(y)), ins), ty)
         else:
             r = wrap_int(fn_int(x, y, ty), ty)
         m.wr(d, r, mask, full)
