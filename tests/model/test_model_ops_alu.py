@@ -364,11 +364,24 @@ def test_packed_half_arithmetic_computes_each_half_and_rounds_it_once(ty, el, op
     assert np.array_equal(out.view(el).astype(np.float64), want.astype(np.float64))
 
 
-def test_neg_and_abs_of_a_half_pair_flip_and_clear_the_sign_bits_only():
+def _nan_halves_made_7fff(words, exp, man):
+    out = []
+    for w in (int(v) for v in words):
+        for sh in (0, 16):
+            h = (w >> sh) & 0xFFFF
+            if h & exp == exp and h & man:
+                w = w & ~(0xFFFF << sh) | 0x7FFF << sh
+        out.append(w)
+    return np.array(out, np.uint32)
+
+
+def test_neg_and_abs_of_a_half_pair_flip_and_clear_the_sign_bits_and_a_nan_half_is_the_h200s():
     x = np.random.default_rng().integers(0, 2**32, N, dtype=np.uint64).astype(np.uint32)
+    x[:4] = [0x7D48ED09, 0xFE01FC00, 0x7FC00001, 0xFFFF8000]        # NaN halves (f16 and bf16), inf, -0
     out = np.zeros(N, np.uint32)
     _run("neg.f16x2 %r4, %r1;\n    abs.bf16x2 %r5, %r4;\n    xor.b32 %r3, %r4, %r5;", x, x, out)
-    assert np.array_equal(out, (x ^ 0x80008000) ^ ((x ^ 0x80008000) & 0x7FFF7FFF))
+    neg = _nan_halves_made_7fff(x ^ 0x80008000, 0x7C00, 0x3FF)
+    assert np.array_equal(out, neg ^ _nan_halves_made_7fff(neg & 0x7FFF7FFF, 0x7F80, 0x7F))
 
 
 # __hfma2 / __hadd2 / __hmax2 / __hneg2 / __hmul2 / __hsub2 / __habs2 from cuda_fp16.h and cuda_bf16.h, as NVRTC

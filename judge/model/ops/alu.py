@@ -11,7 +11,7 @@ import numpy as np
 
 from judge.model.errors import Unsupported
 from judge.model import rounding
-from judge.model.ops.common import as_f64, half_format, round_to, saturate, types, wrap_int
+from judge.model.ops.common import NAN_16, as_f64, half_format, round_to, saturate, types, wrap_int
 from judge.model.registry import op
 from judge.model.state import DT, STORE
 
@@ -254,9 +254,10 @@ def unary(m, ins):
         pair = ty.endswith("x2")
         sign = 0x80008000 if pair else 0x8000
 
-        def sign_bits(ins, mask, full):      # RULE (PTX ISA, neg / abs): the sign bit of each half, NaN included
-            x = np.asarray(m.rd(a, "b32" if pair else "b16", ins)).astype(np.uint32)
+        def sign_bits(ins, mask, full):      # RULE (PTX ISA, neg / abs): the sign bit of each half; a NaN half
+            x = np.asarray(m.rd(a, "b32" if pair else "b16", ins)).astype(np.uint32)   # is 0x7fff on the H200
             r = (x ^ np.uint32(sign)) if which == "neg" else (x & np.uint32(~sign & 0xFFFFFFFF))
+            r = canonical_nan_halves(r, ty)
             m.wr(d, r if pair else r.astype(np.uint16), mask, full)
         return sign_bits
 
@@ -321,6 +322,19 @@ def round_half(v, el):
     return r.astype(np.float32).astype(ml_dtypes.bfloat16)      # exact now: r is a bf16 value
 
 
+def canonical_nan_halves(bits, ty):
+    """Words of one or two 16-bit floats (ty: f16, bf16, f16x2, bf16x2) with every NaN half made 0x7fff. RULE
+    (H200, measured by tests/model/test_model_random_kernels.py): a NaN from arithmetic on halves, neg and abs
+    included, is 0x7fff, as from cvt (NAN_16); NumPy would keep the operand's payload and sign."""
+    exp, man = (0x7C00, 0x3FF) if ty.startswith("f16") else (0x7F80, 0x7F)
+    bits = np.asarray(bits).astype(np.uint32)
+    for shift in ((0, 16) if ty.endswith("x2") else (0,)):
+        h = (bits >> np.uint32(shift)) & np.uint32(0xFFFF)
+        nan = ((h & np.uint32(exp)) == np.uint32(exp)) & ((h & np.uint32(man)) != 0)
+        bits = np.where(nan, (bits & ~np.uint32(0xFFFF << shift)) | np.uint32(int(NAN_16) << shift), bits)
+    return bits
+
+
 def _halves(m, ins, srcs, fn, ty):
     """add / sub / mul / min / max / fma on .f16x2, .bf16x2 (two 16-bit floats in a .b32, each computed on its
     own) and on scalar .bf16 / .f16 (fma): in float64, rounded once to the format (round_half); .sat clamps an f16
@@ -345,7 +359,7 @@ def _halves(m, ins, srcs, fn, ty):
             if "relu" in p:
                 v = np.where(v < 0, 0.0, v)
             out |= round_half(v, el).view(np.uint16).astype(np.uint32) << np.uint32(shift)
-        m.wr(d, out if pair else out.astype(np.uint16), mask, full)
+        m.wr(d, canonical_nan_halves(out, ty) if pair else canonical_nan_halves(out, ty).astype(np.uint16), mask, full)
     return per_half
 
 

@@ -40,8 +40,10 @@ def round_to(v, ty):
             return canonical_nan_f32(np.asarray(v, np.float64).astype(np.float32))
     if ty == "f64":
         return np.asarray(v, np.float64)
-    if ty == "f16":
-        return np.asarray(v, np.float64).astype(np.float16)
+    if ty == "f16":      # a NaN is 0x7fff, as from arithmetic on f16 pairs (judge.model.ops.alu.canonical_nan_halves)
+        with np.errstate(over="ignore", invalid="ignore"):
+            r = np.asarray(v, np.float64).astype(np.float16)
+        return np.where(np.isnan(r), NAN_16.view(np.float16), r)
     raise Unsupported(f"arithmetic on .{ty}")
 
 
