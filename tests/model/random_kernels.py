@@ -8,8 +8,10 @@ H200 with the model bit for bit (tests/model/test_model_random_kernels.py).
     p.expected(x, got)                # (THREADS, p.outputs) uint64: what each result must be, from got's operands
 
 A program reads four words per thread and runs STEPS operations, each on values computed before it, of four
-types: unsigned, int, float and unsigned long long (and two 16-bit floats packed in an unsigned) (bit patterns of the float inputs include +-0, +-inf, NaN, subnormals and the
-largest finite). Every result is stored as its bits. Only C++ that is defined for every input is generated: shift
+types: unsigned, int, float and unsigned long long (and two 16-bit floats packed in an unsigned) (bit patterns of
+the float inputs include +-0, +-inf, NaN, subnormals and the largest finite). Some operations are the warp's:
+shuffles of every mode and width, votes, reductions and match, over all 32 lanes (their references take the
+lanes' values together). Every result is stored as its bits. Only C++ that is defined for every input is generated: shift
 counts are masked, divisors kept nonzero and int division kept away from INT_MIN / -1, signed arithmetic done on
 unsigned. The float operations are IEEE's (correctly rounded in the named mode, subnormals kept: NVRTC's default,
 no fast math); approximate ones (__expf, __fdividef, rsqrtf) are left out, as they are the MUFU unit's own.
@@ -18,6 +20,8 @@ A NaN result is compared as "a NaN": the PTX ISA leaves the payload of a compute
 from __future__ import annotations
 
 import dataclasses
+import functools
+import operator
 from fractions import Fraction
 
 import ml_dtypes
@@ -283,8 +287,9 @@ class Op:
     expr: str            # C++ with {a}, {b}, {c}
     args: str            # one letter per operand: u (unsigned), i (int), f (float), l (unsigned long long)
     result: str          # u, i, f, l (64-bit); h or b: an f16 or bf16 pattern; H or B: two of them in a word
-    ref: object          # ints (bits) -> int (bits)
+    ref: object          # ints (bits) -> int (bits); for a warp operation, one list of 32 lanes' ints per operand -> 32
     header: str = ""
+    warp: bool = False   # all 32 lanes of a warp take part (shuffles, votes, reductions, match)
 
 
 def _u(fn):
@@ -423,6 +428,85 @@ OPS = [
     Op("bu(__habs2(b2({a})))", "u", "B", lambda a: a & 0x7FFF7FFF, HALVES),
 ]
 
+
+
+# ---------------------------------------------------------------------------------------------- warp operations
+# Every lane of every warp runs each step (straight-line code, the full mask), so each of these is defined for
+# every operand. The references follow the CUDA C++ Programming Guide's warp functions, not PTX's formulas: a shuffle
+# with width w works within segments of w lanes; __shfl_sync reads lane srcLane mod w of the caller's segment;
+# __shfl_up_sync / __shfl_down_sync return the caller's own value where the source lane falls outside the segment,
+# and __shfl_xor_sync where it falls in a later segment (an earlier one it may read). A delta or lane mask counts by
+# its low five bits (PTX ISA, shfl.sync: bval = b[4:0]); a negative srcLane is read as its two's complement bits.
+
+def _segment(lane: int, width: int) -> tuple[int, int]:
+    first = lane - lane % width
+    return first, first + width - 1
+
+
+def shfl_ref(mode: str, width: int):
+    def ref(vals, bs):
+        out = []
+        for lane in range(32):
+            first, last = _segment(lane, width)
+            b = bs[lane] & 31
+            src = {"idx": first + (bs[lane] & (width - 1)), "up": lane - b, "down": lane + b, "xor": lane ^ b}[mode]
+            inside = {"idx": True, "up": src >= first, "down": src <= last, "xor": src <= last}[mode]
+            out.append(vals[src if inside else lane])
+        return out
+    return ref
+
+
+def _warp(fn):
+    """A reference giving every lane fn of all 32 lanes' values (votes and reductions: one answer per warp)."""
+    return lambda *lists: [fn(*lists)] * 32
+
+
+def match_any(vals):
+    return [sum(1 << i for i in range(32) if vals[i] == v) for v in vals]
+
+
+def _ballot(bits):
+    return sum(1 << i for i, b in enumerate(bits) if b)
+
+
+FULL = "0xffffffffu"
+WARP_HEADER = f"""__device__ __forceinline__ unsigned match_all(unsigned v) {{   // the mask, its low bit flipped by the predicate
+  int p;
+  const unsigned m = __match_all_sync({FULL}, v, &p);
+  return m ^ (unsigned)p;
+}}"""
+
+OPS += [
+    Op(f"__shfl_sync({FULL}, {{a}}, (int){{b}})", "uu", "u", shfl_ref("idx", 32), warp=True),
+    Op(f"__shfl_sync({FULL}, {{a}}, (int){{b}}, 8)", "uu", "u", shfl_ref("idx", 8), warp=True),
+    Op(f"__shfl_up_sync({FULL}, {{a}}, {{b}})", "uu", "u", shfl_ref("up", 32), warp=True),
+    Op(f"__shfl_up_sync({FULL}, {{a}}, {{b}}, 16)", "uu", "u", shfl_ref("up", 16), warp=True),
+    Op(f"__shfl_down_sync({FULL}, {{a}}, {{b}})", "uu", "u", shfl_ref("down", 32), warp=True),
+    Op(f"__shfl_down_sync({FULL}, {{a}}, {{b}}, 4)", "uu", "u", shfl_ref("down", 4), warp=True),
+    Op(f"__shfl_xor_sync({FULL}, {{a}}, (int){{b}})", "uu", "u", shfl_ref("xor", 32), warp=True),
+    Op(f"__shfl_xor_sync({FULL}, {{a}}, (int){{b}}, 8)", "uu", "u", shfl_ref("xor", 8), warp=True),
+    Op(f"__shfl_xor_sync({FULL}, {{a}}, (int){{b}}, 16)", "fu", "f", shfl_ref("xor", 16), warp=True),   # bits, NaN too
+    Op(f"__shfl_sync({FULL}, {{a}}, (int){{b}})", "lu", "l", shfl_ref("idx", 32), warp=True),
+    Op(f"__shfl_down_sync({FULL}, {{a}}, {{b}}, 16)", "lu", "l", shfl_ref("down", 16), warp=True),
+    Op(f"__ballot_sync({FULL}, {{a}} & 1u)", "u", "u", _warp(lambda a: _ballot(v & 1 for v in a)), warp=True),
+    Op(f"__ballot_sync({FULL}, {{a}} < {{b}})", "ff", "u",
+       _warp(lambda a, b: _ballot(_f(x) < _f(y) for x, y in zip(a, b))), warp=True),
+    Op(f"(unsigned)__any_sync({FULL}, {{a}} < {{b}})", "uu", "u",
+       _warp(lambda a, b: int(any(x < y for x, y in zip(a, b)))), warp=True),
+    Op(f"(unsigned)__all_sync({FULL}, {{a}} < {{b}})", "ii", "u",
+       _warp(lambda a, b: int(all(s32(x) < s32(y) for x, y in zip(a, b)))), warp=True),
+    Op(f"__reduce_add_sync({FULL}, {{a}})", "u", "u", _warp(lambda a: sum(a) % M32), warp=True),
+    Op(f"__reduce_min_sync({FULL}, {{a}})", "u", "u", _warp(min), warp=True),
+    Op(f"__reduce_max_sync({FULL}, {{a}})", "i", "i", _warp(lambda a: max(a, key=s32)), warp=True),
+    Op(f"__reduce_and_sync({FULL}, {{a}})", "u", "u", _warp(lambda a: functools.reduce(operator.and_, a)), warp=True),
+    Op(f"__reduce_xor_sync({FULL}, {{a}})", "u", "u", _warp(lambda a: functools.reduce(operator.xor, a)), warp=True),
+    Op(f"__match_any_sync({FULL}, {{a}} & 3u)", "u", "u", lambda a: match_any([v & 3 for v in a]), warp=True),
+    Op(f"__match_any_sync({FULL}, {{a}} & 0x100000001ull)", "l", "u",
+       lambda a: match_any([v & 0x100000001 for v in a]), warp=True),
+    Op("match_all({a} & 1u)", "u", "u",
+       _warp(lambda a: 0xFFFFFFFE if len({v & 1 for v in a}) == 1 else 0), WARP_HEADER, warp=True),
+]
+
 CTYPE = {"u": "unsigned", "i": "int", "f": "float", "l": "unsigned long long"}
 U64 = np.uint64
 #: the variables every program starts with: the four input words read as unsigned, int, float, and paired into
@@ -451,13 +535,20 @@ class Program:
         """(threads, outputs) uint64, each result worked out exactly from its operands' values: the earlier results
         of `got` where given (so that one difference is reported where it arises, not in everything after it),
         else the reference's own."""
-        out = np.zeros((x.shape[0], self.outputs), U64)
-        for t in range(x.shape[0]):
-            vals = start_values(x[t])
-            for j, (k, operands) in enumerate(self.steps):
-                r = OPS[k].ref(*[vals[o] for o in operands]) % (1 << 64 if OPS[k].result == "l" else M32)
-                vals.append(int(got[t, j]) if got is not None else r)
-                out[t, j] = r
+        n = x.shape[0]
+        out = np.zeros((n, self.outputs), U64)
+        vals = [start_values(x[t]) for t in range(n)]
+        for j, (k, operands) in enumerate(self.steps):
+            op = OPS[k]
+            if op.warp:       # one call per warp, each operand as its 32 lanes' values
+                assert n % 32 == 0, "warp operations need whole warps of threads"
+                r = [v for w in range(0, n, 32) for v in op.ref(*[[vals[t][o] for t in range(w, w + 32)]
+                                                                 for o in operands])]
+            else:
+                r = [op.ref(*[vals[t][o] for o in operands]) for t in range(n)]
+            for t in range(n):
+                out[t, j] = r[t] % (1 << 64 if op.result == "l" else M32)
+                vals[t].append(int(got[t, j]) if got is not None else int(out[t, j]))
         return out
 
 

@@ -65,6 +65,16 @@ def test_the_reference_rounds_exactly_where_float64_would_round_twice():
     assert rk.round_f32(-Fraction(1, 10 ** 50), "rn") == 0x80000000          # underflow keeps the sign
 
 
+def test_the_warp_references_follow_the_programming_guide_at_the_segment_edges():
+    lanes = list(range(100, 132))                       # lane i holds 100 + i
+    xor8 = rk.shfl_ref("xor", 8)(lanes, [8] * 32)
+    assert xor8[9] == 101 and xor8[1] == 101             # lane 9 reads lane 1 (an earlier segment); lane 1 keeps its own
+    assert rk.shfl_ref("up", 16)(lanes, [3] * 32)[17] == 117 and rk.shfl_ref("up", 16)(lanes, [3] * 32)[19] == 116
+    assert rk.shfl_ref("down", 4)(lanes, [33] * 32)[2] == 103      # delta 33 counts as 1; lane 3 is in the segment
+    assert rk.shfl_ref("idx", 8)(lanes, [0xFFFFFFFF] * 32)[12] == 115   # srcLane -1: lane 7 of the segment 8..15
+    assert rk.match_any([1, 2, 1] + [3] * 29)[0] == 0b101
+
+
 def test_a_wrong_model_result_is_named_with_its_operation_and_operands():
     p = rk.program(7)
     x = rk.inputs(7)
