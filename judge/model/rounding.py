@@ -16,7 +16,8 @@ Why not float64: a float32 add, mul, div or sqrt computed in float64 and rounded
 under .rn (53 >= 2 x 24 + 2 bits), but a directed rounding of that float64 is not (the float64 has already moved
 the value, possibly across a float32), and fma's float64 sum can land exactly on a float32 midpoint and then
 round the wrong way. Those lanes are computed here from exact fractions, one lane at a time: directed modes are
-rare in kernels, and fma's midpoints are rare among fma's results, so the hot path stays vectorized.
+rare in kernels, and fma's midpoints are rare among fma's results, so the hot path stays vectorized. fma.rn.f64
+has no wider type to lean on: it is computed vectorized from error-free transformations (_fma64_rn).
 """
 from __future__ import annotations
 
@@ -128,12 +129,53 @@ def _lane(kind: str, vals, fmt: str, mode: str) -> float:
 
 
 
+def _split(a):
+    """Veltkamp's split: hi + lo == a, each of at most 26 significant bits (|a| below 2^995: no overflow)."""
+    c = a * 134217729.0                                  # 2^27 + 1
+    hi = c - (c - a)
+    return hi, a - hi
+
+
+def _two_sum(a, b):
+    """Knuth's TwoSum: s = a + b rounded, and t with s + t == a + b exactly (finite values, no overflow)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _fma64_rn(x, y, z):
+    """fma.rn.f64 on float64 arrays: x * y + z rounded once, vectorized, with the lanes outside the method's
+    range (non-finite values, zeros, magnitudes near overflow or underflow) done exactly one at a time.
+    Method (Dekker's exact product, then Boldo and Melquiond's sum of three terms through round-to-odd): x * y = p
+    + e exactly; z + p = th + tl exactly; v = tl + e rounded to odd (of the two neighbours of an inexact sum, the
+    one whose last bit is 1); th + v rounded to nearest is then x * y + z rounded once."""
+    with np.errstate(all="ignore"):
+        p = x * y
+        xh, xl = _split(x)
+        yh, yl = _split(y)
+        e = ((xh * yh - p) + xh * yl + xl * yh) + xl * yl
+        th, tl = _two_sum(z, p)
+        v, err = _two_sum(tl, e)
+        even = (v.view(np.int64) & 1) == 0
+        v = np.where((err != 0) & even, np.nextafter(v, np.where(err > 0, np.inf, -np.inf)), v)
+        r = th + v
+        ax, ay, az, ap, ar = (np.abs(t) for t in (x, y, z, p, r))
+        safe = (np.isfinite(r) & (ax < 2.0 ** 995) & (ay < 2.0 ** 995) & (az < 2.0 ** 1020) & (ap < 2.0 ** 1020)
+                & (ap > 2.0 ** -960) & ((az > 2.0 ** -960) | (az == 0)) & (ar > 2.0 ** -960))
+    return r, safe
+
+
 def rounded(kind: str, ops, fmt: str, mode: str = "rn"):
     """The result of `kind` (add, sub, mul, fma, div, rcp, sqrt) on float64 arrays holding values of format fmt
-    (f32 or f64), rounded once in `mode`, as an array of that format.
-    LIMITATION: fma.rn.f64 is float64's x * y + z, whose product is rounded first (one ulp off at times)."""
+    (f32 or f64), rounded once in `mode`, as an array of that format."""
     ops = [np.asarray(o, np.float64) for o in ops]
     shape = np.broadcast_shapes(*[o.shape for o in ops])
+    if kind == "fma" and fmt == "f64" and mode == "rn":
+        x, y, z = (np.broadcast_to(o, shape).reshape(-1) for o in ops)
+        out, safe = _fma64_rn(x, y, z)
+        for i in np.flatnonzero(~safe):                  # exact, one lane at a time (zeros keep IEEE's sign rules)
+            out[i] = _lane("fma", [float(x[i]), float(y[i]), float(z[i])], "f64", "rn")
+        return out.reshape(shape)
     with np.errstate(all="ignore"):
         r64 = np.asarray(FLOAT64[kind](ops), np.float64)
     r64 = np.broadcast_to(r64, shape)

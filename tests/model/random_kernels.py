@@ -8,8 +8,8 @@ H200 with the model bit for bit (tests/model/test_model_random_kernels.py).
     p.expected(x, got)                # (THREADS, p.outputs) uint64: what each result must be, from got's operands
 
 A program reads four words per thread and runs STEPS operations, each on values computed before it, of four
-types: unsigned, int, float and unsigned long long (and two 16-bit floats packed in an unsigned) (bit patterns of
-the float inputs include +-0, +-inf, NaN, subnormals and the largest finite). Some operations are the warp's:
+types: unsigned, int, float, unsigned long long and double (and two 16-bit floats packed in an unsigned) (bit
+patterns of the float inputs include +-0, +-inf, NaN, subnormals and the largest finite). Some operations are the warp's:
 shuffles of every mode and width, votes, reductions and match, over all 32 lanes (their references take the
 lanes' values together). Every result is stored as its bits. Only C++ that is defined for every input is generated: shift
 counts are masked, divisors kept nonzero and int division kept away from INT_MIN / -1, signed arithmetic done on
@@ -34,36 +34,57 @@ M32 = 1 << 32
 
 # ---------------------------------------------------------------------------------------------- exact floats
 
-F32_MAX = Fraction(float(np.finfo(np.float32).max))
+@dataclasses.dataclass(frozen=True)
+class Fmt:
+    """A binary float format the references round to: float32 or float64."""
+    dtype: type          # np.float32, np.float64
+    ubits: type          # the unsigned integer of its width
+    mantissa: int        # stored fraction bits (23, 52)
+
+    @property
+    def max(self) -> Fraction:
+        return Fraction(float(np.finfo(self.dtype).max))
+
+    @property
+    def nan(self) -> int:
+        return (1 << (8 * np.dtype(self.dtype).itemsize - 1)) - 1      # 0x7fffffff, 0x7fffffffffffffff
 
 
-def _f(bits) -> np.float32:
-    return np.array([bits], U32).view(np.float32)[0]
+F32 = Fmt(np.float32, np.uint32, 23)
+F64 = Fmt(np.float64, np.uint64, 52)
 
 
-def _bits(x: np.float32) -> int:
-    return int(np.array([x], np.float32).view(U32)[0])
+def _f(bits, fmt: Fmt = F32):
+    return np.array([bits], fmt.ubits).view(fmt.dtype)[0]
+
+
+def _bits(x, fmt: Fmt = F32) -> int:
+    return int(np.array([x], fmt.dtype).view(fmt.ubits)[0])
+
+
+def _d(bits) -> np.float64:
+    return _f(bits, F64)
 
 
 def _is_nan(bits: int) -> bool:
     return (bits & 0x7F800000) == 0x7F800000 and (bits & 0x7FFFFF) != 0
 
 
-def round_f32(x: Fraction, mode: str) -> int:
-    """The float32 (bits) of the exact, nonzero x rounded in mode rn (ties to even), rz, rd or ru; overflow as IEEE."""
+def round_float(x: Fraction, mode: str, fmt: Fmt = F32) -> int:
+    """The bits of the exact, nonzero x rounded to fmt in mode rn (ties to even), rz, rd or ru; overflow as IEEE."""
     neg = x < 0
-    if abs(x) > F32_MAX:
-        half_ulp = Fraction(2) ** 103                         # max finite is 2^128 - 2^104; its ulp is 2^104
-        to_inf = {"rn": abs(x) >= F32_MAX + half_ulp, "rz": False, "rd": neg, "ru": not neg}[mode]
-        v = np.float32(np.inf) if to_inf else np.float32(np.finfo(np.float32).max)
-        return _bits(-v if neg else v)
+    if abs(x) > fmt.max:
+        half_ulp = Fraction(2) ** (int(np.finfo(fmt.dtype).maxexp) - fmt.mantissa - 2)   # 2^103, 2^970
+        to_inf = {"rn": abs(x) >= fmt.max + half_ulp, "rz": False, "rd": neg, "ru": not neg}[mode]
+        v = fmt.dtype(np.inf) if to_inf else np.finfo(fmt.dtype).max
+        return _bits(-v if neg else v, fmt)
     with np.errstate(all="ignore"):
-        c = np.float32(float(x))
+        c = fmt.dtype(float(x))
     if np.isinf(c):
-        c = np.float32(np.finfo(np.float32).max) * np.float32(-1 if neg else 1)
+        c = np.finfo(fmt.dtype).max * fmt.dtype(-1 if neg else 1)
     with np.errstate(all="ignore"):
-        cands = sorted({float(v) for v in (np.nextafter(c, np.float32(-np.inf)), c,
-                                           np.nextafter(c, np.float32(np.inf))) if np.isfinite(v)})
+        cands = sorted({float(v) for v in (np.nextafter(c, fmt.dtype(-np.inf)), c,
+                                           np.nextafter(c, fmt.dtype(np.inf))) if np.isfinite(v)})
     lo = max(v for v in cands if Fraction(v) <= x)
     hi = min(v for v in cands if Fraction(v) >= x)
     if lo == hi:
@@ -79,102 +100,106 @@ def round_f32(x: Fraction, mode: str) -> int:
         if dl != dh:
             pick = lo if dl < dh else hi
         else:
-            pick = lo if _bits(np.float32(lo)) % 2 == 0 else hi
-    return _zero(neg) if pick == 0 else _bits(np.float32(pick))
+            pick = lo if _bits(lo, fmt) % 2 == 0 else hi
+    return _zero(neg, fmt) if pick == 0 else _bits(pick, fmt)
 
 
-def _zero(neg: bool) -> int:
-    return 0x80000000 if neg else 0
+def round_f32(x: Fraction, mode: str) -> int:
+    return round_float(x, mode, F32)
 
 
-def _numpy_f32(fn, *bits) -> int:
+def _zero(neg: bool, fmt: Fmt = F32) -> int:
+    return fmt.nan + 1 if neg else 0                   # the sign bit alone
+
+
+def _numpy(fn, *bits, fmt: Fmt = F32) -> int:
     with np.errstate(all="ignore"):
-        return _bits(np.float32(fn(*[_f(b) for b in bits])))
+        return _bits(fmt.dtype(fn(*[_f(b, fmt) for b in bits])), fmt)
 
 
-def _zero_sum(neg1: bool, neg2: bool, mode: str) -> int:
+def _zero_sum(neg1: bool, neg2: bool, mode: str, fmt: Fmt = F32) -> int:
     """IEEE's sign of an exact zero sum of two zeros: theirs when they agree, else +0 (-0 rounding down)."""
-    return _zero(neg1) if neg1 == neg2 else _zero(mode == "rd")
+    return _zero(neg1, fmt) if neg1 == neg2 else _zero(mode == "rd", fmt)
 
 
-def f_add(a, b, mode="rn", sub=False):
-    fa, fb = _f(a), -_f(b) if sub else _f(b)
+def f_add(a, b, mode="rn", sub=False, fmt: Fmt = F32):
+    fa, fb = _f(a, fmt), -_f(b, fmt) if sub else _f(b, fmt)
     if not (np.isfinite(fa) and np.isfinite(fb)):
-        return _numpy_f32(lambda x, y: x + y, _bits(fa), _bits(fb))
+        return _numpy(lambda x, y: x + y, _bits(fa, fmt), _bits(fb, fmt), fmt=fmt)
     x = Fraction(float(fa)) + Fraction(float(fb))
     if x == 0:
         if fa == 0 and fb == 0:
-            return _zero_sum(bool(np.signbit(fa)), bool(np.signbit(fb)), mode)
-        return _zero(mode == "rd")                       # opposite terms cancel: +0, or -0 rounding down
-    return round_f32(x, mode)
+            return _zero_sum(bool(np.signbit(fa)), bool(np.signbit(fb)), mode, fmt)
+        return _zero(mode == "rd", fmt)                  # opposite terms cancel: +0, or -0 rounding down
+    return round_float(x, mode, fmt)
 
 
-def f_mul(a, b, mode="rn"):
-    fa, fb = _f(a), _f(b)
+def f_mul(a, b, mode="rn", fmt: Fmt = F32):
+    fa, fb = _f(a, fmt), _f(b, fmt)
     if not (np.isfinite(fa) and np.isfinite(fb)):
-        return _numpy_f32(lambda x, y: x * y, a, b)
+        return _numpy(lambda x, y: x * y, a, b, fmt=fmt)
     x = Fraction(float(fa)) * Fraction(float(fb))
     if x == 0:
-        return _zero(bool(np.signbit(fa)) != bool(np.signbit(fb)))
-    return round_f32(x, mode)
+        return _zero(bool(np.signbit(fa)) != bool(np.signbit(fb)), fmt)
+    return round_float(x, mode, fmt)
 
 
-def f_div(a, b, mode="rn"):
-    fa, fb = _f(a), _f(b)
+def f_div(a, b, mode="rn", fmt: Fmt = F32):
+    fa, fb = _f(a, fmt), _f(b, fmt)
     if not (np.isfinite(fa) and np.isfinite(fb)) or fb == 0:
-        return _numpy_f32(lambda x, y: x / y, a, b)
+        return _numpy(lambda x, y: x / y, a, b, fmt=fmt)
     x = Fraction(float(fa)) / Fraction(float(fb))
     if x == 0:
-        return _zero(bool(np.signbit(fa)) != bool(np.signbit(fb)))
-    return round_f32(x, mode)
+        return _zero(bool(np.signbit(fa)) != bool(np.signbit(fb)), fmt)
+    return round_float(x, mode, fmt)
 
 
-def f_fma(a, b, c, mode="rn"):
-    fa, fb, fc = _f(a), _f(b), _f(c)
-    if not (np.isfinite(fa) and np.isfinite(fb) and np.isfinite(fc)):
-        return _numpy_f32(lambda x, y, z: np.float32(np.float64(x) * np.float64(y) + np.float64(z)), a, b, c)
+def f_fma(a, b, c, mode="rn", fmt: Fmt = F32):
+    fa, fb, fc = _f(a, fmt), _f(b, fmt), _f(c, fmt)
+    if not (np.isfinite(fa) and np.isfinite(fb) and np.isfinite(fc)):     # infinities and NaN: as computed in float64
+        return _numpy(lambda x, y, z: np.float64(x) * np.float64(y) + np.float64(z), a, b, c, fmt=fmt)
     p = Fraction(float(fa)) * Fraction(float(fb))
     x = p + Fraction(float(fc))
     if x == 0:
         if p == 0 and fc == 0:
-            return _zero_sum(bool(np.signbit(fa)) != bool(np.signbit(fb)), bool(np.signbit(fc)), mode)
-        return _zero(mode == "rd")
-    return round_f32(x, mode)
+            return _zero_sum(bool(np.signbit(fa)) != bool(np.signbit(fb)), bool(np.signbit(fc)), mode, fmt)
+        return _zero(mode == "rd", fmt)
+    return round_float(x, mode, fmt)
 
 
-def f_sqrt(a, mode="rn"):
-    fa = _f(a)
+def f_sqrt(a, mode="rn", fmt: Fmt = F32):
+    fa = _f(a, fmt)
     if not np.isfinite(fa) or fa <= 0:                     # +-0 keep their sign; negatives and NaN give NaN
-        return _numpy_f32(np.sqrt, a)
+        return _numpy(np.sqrt, a, fmt=fmt)
     x = Fraction(float(fa))
-    c = np.float32(np.sqrt(np.float64(fa)))
-    cands = sorted({float(v) for v in (np.nextafter(c, np.float32(0)), c, np.nextafter(c, np.float32(np.inf)))})
+    c = fmt.dtype(np.sqrt(np.float64(fa)))
+    cands = sorted({float(v) for v in (np.nextafter(c, fmt.dtype(0)), c, np.nextafter(c, fmt.dtype(np.inf)))})
     lo = max(v for v in cands if Fraction(v) ** 2 <= x)
     hi = min(v for v in cands if Fraction(v) ** 2 >= x)
     if lo == hi or mode in ("rd", "rz"):
-        return _bits(np.float32(lo))
+        return _bits(lo, fmt)
     if mode == "ru":
-        return _bits(np.float32(hi))
-    mid = (Fraction(lo) + Fraction(hi)) / 2                 # a square root of a float32 is never a tie
-    return _bits(np.float32(lo if x < mid * mid else hi))
+        return _bits(hi, fmt)
+    mid = (Fraction(lo) + Fraction(hi)) / 2                 # a square root of a binary float is never a tie
+    return _bits(lo if x < mid * mid else hi, fmt)
 
 
-def f_rcp(a, mode="rn"):
-    return f_div(_bits(np.float32(1)), a, mode)
+def f_rcp(a, mode="rn", fmt: Fmt = F32):
+    return f_div(_bits(1.0, fmt), a, mode, fmt)
 
 
-def f_minmax(a, b, is_max):
-    """fminf / fmaxf on bits, by hmin / hmax's rule; two NaN give NaN."""
-    fa, fb = _f(a), _f(b)
+def f_minmax(a, b, is_max, fmt: Fmt = F32):
+    """fminf / fmaxf (fmin / fmax) on bits, by hmin / hmax's rule; two NaN give NaN."""
+    fa, fb = _f(a, fmt), _f(b, fmt)
     if np.isnan(fa) and np.isnan(fb):
-        return 0x7FFFFFFF
-    return _bits(np.float32((hmax if is_max else hmin)(float(fa), float(fb))))
+        return fmt.nan
+    return _bits((hmax if is_max else hmin)(float(fa), float(fb)), fmt)
 
 
-def f_to_int(a, mode, signed=True, bits=32):
-    """cvt.{rni,rzi,rmi,rpi}.{s32,u32,s64,u64}.f32: NaN gives 0 to 32 bits and 0x8000000000000000 to 64 (the H200's
-    bits, signed and unsigned alike); beyond the range, the nearest end."""
-    fa = _f(a)
+def f_to_int(a, mode, signed=True, bits=32, fmt: Fmt = F32):
+    """cvt.{rni,rzi,rmi,rpi}.{s32,u32,s64,u64}.{f32,f64}: NaN gives 0 to 32 bits and 0x8000000000000000 to 64 (the
+    H200's bits from f32, signed and unsigned alike); beyond the range, the nearest end."""
+    fa = _f(a, fmt)
     if np.isnan(fa):
         return 1 << 63 if bits == 64 else 0
     lo, hi = (-2**(bits - 1), 2**(bits - 1) - 1) if signed else (0, 2**bits - 1)
@@ -194,14 +219,14 @@ def f_to_int(a, mode, signed=True, bits=32):
     return min(max(v, lo), hi) % 2**bits
 
 
-def int_to_f(v: int, mode) -> int:
-    return 0 if v == 0 else round_f32(Fraction(v), mode)
+def int_to_f(v: int, mode, fmt: Fmt = F32) -> int:
+    return 0 if v == 0 else round_float(Fraction(v), mode, fmt)
 
 
-def f_round_int(a, how):
-    """floorf / ceilf / truncf / rintf / roundf, exactly (roundf: halves away from zero)."""
-    fa = _f(a)
-    if not np.isfinite(fa) or abs(fa) >= 2**23:
+def f_round_int(a, how, fmt: Fmt = F32):
+    """floorf / ceilf / truncf / rintf / roundf (floor, ... on doubles), exactly (round: halves away from zero)."""
+    fa = _f(a, fmt)
+    if not np.isfinite(fa) or abs(fa) >= 2 ** fmt.mantissa:
         return a
     x = Fraction(float(fa))
     fl = x.numerator // x.denominator
@@ -211,7 +236,16 @@ def f_round_int(a, how):
         v = fl if r < Fraction(1, 2) or (r == Fraction(1, 2) and fl % 2 == 0) else fl + 1
     elif how == "round":
         v = int(abs(x) + Fraction(1, 2)) * (1 if x >= 0 else -1)
-    return _zero(bool(np.signbit(fa))) if v == 0 else _bits(np.float32(v))
+    return _zero(bool(np.signbit(fa)), fmt) if v == 0 else _bits(float(v), fmt)
+
+
+def d_to_f(a, mode) -> int:
+    """cvt.{rn,rz,rm,rp}.f32.f64: a double rounded to float (NaN stays NaN, infinity infinity)."""
+    fa = _d(a)
+    if not np.isfinite(fa) or fa == 0:
+        with np.errstate(all="ignore"):
+            return _bits(np.float32(fa))
+    return round_float(Fraction(float(fa)), mode, F32)
 
 
 def f_saturate(a):
@@ -430,6 +464,55 @@ OPS = [
 
 
 
+# ---------------------------------------------------------------------------------------------- doubles
+# IEEE double arithmetic in every rounding mode (the __d*_r? and __fma_r? intrinsics), conversions to and from
+# float and the integers, and the round-to-integer functions: the same references on float64.
+
+def f_to_d(a) -> int:
+    """cvt.f64.f32: exact widening (a NaN: the quiet NaN of its sign and payload, as NumPy widens)."""
+    return _bits(np.float64(_f(a)), F64)
+
+
+def _dd(fn):
+    return lambda *v: fn(*v, fmt=F64)
+
+
+OPS += [
+    Op("{a} + {b}", "dd", "d", _dd(lambda a, b, fmt: f_add(a, b, fmt=fmt))),
+    Op("{a} - {b}", "dd", "d", _dd(lambda a, b, fmt: f_add(a, b, sub=True, fmt=fmt))),
+    Op("{a} * {b}", "dd", "d", _dd(lambda a, b, fmt: f_mul(a, b, fmt=fmt))),
+    Op("{a} / {b}", "dd", "d", _dd(lambda a, b, fmt: f_div(a, b, fmt=fmt))),
+    Op("__dadd_rz({a}, {b})", "dd", "d", _dd(lambda a, b, fmt: f_add(a, b, "rz", fmt=fmt))),
+    Op("__dsub_ru({a}, {b})", "dd", "d", _dd(lambda a, b, fmt: f_add(a, b, "ru", sub=True, fmt=fmt))),
+    Op("__dmul_rd({a}, {b})", "dd", "d", _dd(lambda a, b, fmt: f_mul(a, b, "rd", fmt=fmt))),
+    Op("__ddiv_ru({a}, {b})", "dd", "d", _dd(lambda a, b, fmt: f_div(a, b, "ru", fmt=fmt))),
+    Op("fma({a}, {b}, {c})", "ddd", "d", _dd(lambda a, b, c, fmt: f_fma(a, b, c, fmt=fmt))),
+    Op("__fma_rz({a}, {b}, {c})", "ddd", "d", _dd(lambda a, b, c, fmt: f_fma(a, b, c, "rz", fmt=fmt))),
+    Op("__fma_rd({a}, {b}, {c})", "ddd", "d", _dd(lambda a, b, c, fmt: f_fma(a, b, c, "rd", fmt=fmt))),
+    Op("sqrt({a})", "d", "d", _dd(lambda a, fmt: f_sqrt(a, fmt=fmt))),
+    Op("__dsqrt_ru({a})", "d", "d", _dd(lambda a, fmt: f_sqrt(a, "ru", fmt=fmt))),
+    Op("__drcp_rn({a})", "d", "d", _dd(lambda a, fmt: f_rcp(a, fmt=fmt))),
+    Op("fmin({a}, {b})", "dd", "d", _dd(lambda a, b, fmt: f_minmax(a, b, False, fmt=fmt))),
+    Op("fmax({a}, {b})", "dd", "d", _dd(lambda a, b, fmt: f_minmax(a, b, True, fmt=fmt))),
+    Op("-{a}", "d", "d", lambda a: a ^ (1 << 63)),
+    Op("fabs({a})", "d", "d", lambda a: a & ((1 << 63) - 1)),
+    Op("floor({a})", "d", "d", _dd(lambda a, fmt: f_round_int(a, "floor", fmt=fmt))),
+    Op("trunc({a})", "d", "d", _dd(lambda a, fmt: f_round_int(a, "trunc", fmt=fmt))),
+    Op("rint({a})", "d", "d", _dd(lambda a, fmt: f_round_int(a, "rint", fmt=fmt))),
+    Op("({a} < {b}) ? 1u : 0u", "dd", "u", lambda a, b: int(_d(a) < _d(b))),
+    Op("(double){a}", "f", "d", f_to_d),
+    Op("(float){a}", "d", "f", lambda a: d_to_f(a, "rn")),
+    Op("__double2float_rz({a})", "d", "f", lambda a: d_to_f(a, "rz")),
+    Op("__double2float_ru({a})", "d", "f", lambda a: d_to_f(a, "ru")),
+    Op("(unsigned)__double2int_rz({a})", "d", "u", lambda a: f_to_int(a, "rz", fmt=F64)),
+    Op("__double2uint_rn({a})", "d", "u", lambda a: f_to_int(a, "rn", signed=False, fmt=F64)),
+    Op("(unsigned long long)__double2ll_rd({a})", "d", "l", lambda a: f_to_int(a, "rd", bits=64, fmt=F64)),
+    Op("__double2ull_rz({a})", "d", "l", lambda a: f_to_int(a, "rz", signed=False, bits=64, fmt=F64)),
+    Op("(double)(long long){a}", "l", "d", lambda a: int_to_f(s64(a), "rn", F64)),
+    Op("__ull2double_rz({a})", "l", "d", lambda a: int_to_f(a, "rz", F64)),
+    Op("__int2double_rn((int){a})", "u", "d", lambda a: int_to_f(s32(a), "rn", F64)),
+]
+
 # ---------------------------------------------------------------------------------------------- warp operations
 # Every lane of every warp runs each step (straight-line code, the full mask), so each of these is defined for
 # every operand. The references follow the CUDA C++ Programming Guide's warp functions, not PTX's formulas: a shuffle
@@ -507,17 +590,19 @@ OPS += [
        _warp(lambda a: 0xFFFFFFFE if len({v & 1 for v in a}) == 1 else 0), WARP_HEADER, warp=True),
 ]
 
-CTYPE = {"u": "unsigned", "i": "int", "f": "float", "l": "unsigned long long"}
+CTYPE = {"u": "unsigned", "i": "int", "f": "float", "l": "unsigned long long", "d": "double"}
 U64 = np.uint64
 #: the variables every program starts with: the four input words read as unsigned, int, float, and paired into
-#: four unsigned long long (l0 = u0:u1, l1 = u2:u3, l2 = u1:u2, l3 = u3:u0, high word first)
-START_TYPES = ["u"] * 4 + ["i"] * 4 + ["f"] * 4 + ["l"] * 4
-START_NAMES = [f"{t}{n}" for t in "uifl" for n in range(4)]
+#: four unsigned long long (l0 = u0:u1, l1 = u2:u3, l2 = u1:u2, l3 = u3:u0, high word first); and four doubles:
+#: d0, d1 the floats f0, f1 widened (values of every kind), d2, d3 the bits of l1, l3
+START_TYPES = ["u"] * 4 + ["i"] * 4 + ["f"] * 4 + ["l"] * 4 + ["d"] * 4
+START_NAMES = [f"{t}{n}" for t in "uifld" for n in range(4)]
 
 
 def start_values(words) -> list[int]:
     w = [int(v) for v in words]
-    return w * 3 + [w[0] << 32 | w[1], w[2] << 32 | w[3], w[1] << 32 | w[2], w[3] << 32 | w[0]]
+    longs = [w[0] << 32 | w[1], w[2] << 32 | w[3], w[1] << 32 | w[2], w[3] << 32 | w[0]]
+    return w * 3 + longs + [f_to_d(w[0]), f_to_d(w[1]), longs[1], longs[3]]
 
 
 @dataclasses.dataclass
@@ -547,7 +632,7 @@ class Program:
             else:
                 r = [op.ref(*[vals[t][o] for o in operands]) for t in range(n)]
             for t in range(n):
-                out[t, j] = r[t] % (1 << 64 if op.result == "l" else M32)
+                out[t, j] = r[t] % (1 << 64 if op.result in "ld" else M32)
                 vals[t].append(int(got[t, j]) if got is not None else int(out[t, j]))
         return out
 
@@ -577,7 +662,8 @@ def program(seed: int) -> Program:
         name = f"v{j}"
         expr = op.expr.format(**{k_: names[o] for k_, o in zip("abc", operands)})
         lines.append(f"  const {CTYPE[rtype]} {name} = {expr};")
-        store = {"u": name, "i": f"(unsigned){name}", "f": f"__float_as_uint({name})", "l": name}[rtype]
+        store = {"u": name, "i": f"(unsigned){name}", "f": f"__float_as_uint({name})", "l": name,
+                 "d": f"(unsigned long long)__double_as_longlong({name})"}[rtype]
         lines.append(f"  o[{j}] = {store};")
         if "? 1u : 0u" in op.expr:
             flags.add(len(types))
@@ -598,6 +684,8 @@ extern "C" __global__ void random_arith(const unsigned* in, unsigned long long* 
               f3 = __uint_as_float(u3);
   const unsigned long long l0 = (unsigned long long)u0 << 32 | u1, l1 = (unsigned long long)u2 << 32 | u3,
                            l2 = (unsigned long long)u1 << 32 | u2, l3 = (unsigned long long)u3 << 32 | u0;
+  const double d0 = (double)f0, d1 = (double)f1, d2 = __longlong_as_double((long long)l1),
+               d3 = __longlong_as_double((long long)l3);
   unsigned long long* o = out + {STEPS} * t;
 """ + "\n".join(lines) + "\n}\n"
     return Program(seed, src, steps)
@@ -633,17 +721,17 @@ def same(got: np.ndarray, want: np.ndarray, p: Program, exact: bool = False) -> 
         return ok
     for kind, exp, man, shifts in (("f", 0x7F800000, 0x7FFFFF, (0,)), ("h", 0x7C00, 0x3FF, (0,)),
                                    ("b", 0x7F80, 0x7F, (0,)), ("H", 0x7C00, 0x3FF, (0, 16)),
-                                   ("B", 0x7F80, 0x7F, (0, 16))):
+                                   ("B", 0x7F80, 0x7F, (0, 16)), ("d", 0x7FF0000000000000, (1 << 52) - 1, (0,))):
         cols = np.array([OPS[k].result == kind for k, _ in p.steps])
         if not cols.any():
             continue
-        width = 0xFFFFFFFF if kind == "f" else 0xFFFF
+        width = {"f": 0xFFFFFFFF, "d": 0xFFFFFFFFFFFFFFFF}.get(kind, 0xFFFF)
         part_ok = np.ones_like(ok)
         for sh in shifts:
             g, w = (got >> U64(sh)) & U64(width), (want >> U64(sh)) & U64(width)
             nan = lambda v: ((v & U64(exp)) == U64(exp)) & ((v & U64(man)) != 0)    # noqa: E731
             part_ok &= (g == w) | (nan(g) & nan(w))
-        high_clear = (got >> U64(16 * len(shifts) if kind in "hbHB" else 32)) == 0
+        high_clear = True if kind == "d" else (got >> U64(16 * len(shifts) if kind in "hbHB" else 32)) == 0
         ok |= cols[None, :] & part_ok & high_clear
     return ok
 

@@ -9,6 +9,7 @@ result to out[tid]; inputs are fresh random numbers each run and out starts pois
 """
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import ml_dtypes
@@ -589,3 +590,26 @@ def test_a_form_the_families_tables_lack_is_unsupported_not_an_internal_error():
         _run("add.u8x4 %r3, %r1, %r2;", _u32(np.random.default_rng()), _u32(np.random.default_rng()),
              np.zeros(N, np.uint32))
     assert "add.u8x4" in str(e.value)
+
+
+def test_fma_on_doubles_rounds_once_where_float64_would_round_the_product_first():
+    # fma.rn.f64 has no wider type to compute in: the model's vectorized method against exact fractions, on products
+    # that cancel against z (where rounding the product first gives 0), ties, extremes and special values
+    from judge.model import rounding
+    rng = np.random.default_rng()
+    n = 1500
+    x, y, z = (rng.standard_normal(n) * 10.0 ** rng.integers(-300, 300, n) for _ in range(3))
+    x[:500], y[:500] = rng.standard_normal(500) * 1e100, rng.standard_normal(500) * 1e-50
+    z[:500] = -(x[:500] * y[:500])
+    x[500:600], y[500:600], z[500:600] = 1 + 2.0 ** -52, 1 + 2.0 ** -52, -1.0
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 1.7976931348623157e308, 2.0 ** -1022, 2.0 ** 1000])
+    for v in (x, y, z):
+        at = rng.integers(600, n, 200)
+        v[at] = special[rng.integers(0, special.size, at.size)]
+    got = rounding.rounded("fma", [x, y, z], "f64", "rn")
+    for i in range(n):
+        a, b, c = float(x[i]), float(y[i]), float(z[i])
+        exact = Fraction(a) * Fraction(b) + Fraction(c) if all(map(math.isfinite, (a, b, c))) else None
+        if exact and abs(exact) < 2 ** 1023:            # float() of a Fraction rounds once, to nearest even
+            assert got[i] == float(exact), (a.hex(), b.hex(), c.hex(), float(got[i]).hex(), float(exact).hex())
+    assert np.count_nonzero(got[:500] != 0) > 450        # the product's rounding error, which float64 alone loses
