@@ -198,7 +198,7 @@ def f_minmax(a, b, is_max, fmt: Fmt = F32):
 
 def f_to_int(a, mode, signed=True, bits=32, fmt: Fmt = F32):
     """cvt.{rni,rzi,rmi,rpi}.{s32,u32,s64,u64}.{f32,f64}: NaN gives 0 to 32 bits and 0x8000000000000000 to 64 (the
-    H200's bits from f32, signed and unsigned alike); beyond the range, the nearest end."""
+    H200's bits from f32, signed and unsigned alike; from f64 not measured yet); beyond the range, the nearest end."""
     fa = _f(a, fmt)
     if np.isnan(fa):
         return 1 << 63 if bits == 64 else 0
