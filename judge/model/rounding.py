@@ -127,8 +127,6 @@ def _lane(kind: str, vals, fmt: str, mode: str) -> float:
     return _zero(sign_neg) if x == 0 else round_fraction(x, fmt, mode)
 
 
-
-
 def _split(a):
     """Veltkamp's split: hi + lo == a, each of at most 26 significant bits (|a| below 2^995: no overflow)."""
     c = a * 134217729.0                                  # 2^27 + 1
@@ -165,21 +163,21 @@ def _fma64_rn(x, y, z):
     return r, safe
 
 
+def _in_float64(kind: str, ops, shape):
+    with np.errstate(all="ignore"):
+        return np.broadcast_to(np.asarray(FLOAT64[kind](ops), np.float64), shape)
+
+
 def rounded(kind: str, ops, fmt: str, mode: str = "rn"):
     """The result of `kind` (add, sub, mul, fma, div, rcp, sqrt) on float64 arrays holding values of format fmt
     (f32 or f64), rounded once in `mode`, as an array of that format."""
     ops = [np.asarray(o, np.float64) for o in ops]
     shape = np.broadcast_shapes(*[o.shape for o in ops])
-    if kind == "fma" and fmt == "f64" and mode == "rn":
-        x, y, z = (np.broadcast_to(o, shape).reshape(-1) for o in ops)
-        out, safe = _fma64_rn(x, y, z)
-        for i in np.flatnonzero(~safe):                  # exact, one lane at a time (zeros keep IEEE's sign rules)
-            out[i] = _lane("fma", [float(x[i]), float(y[i]), float(z[i])], "f64", "rn")
-        return out.reshape(shape)
-    with np.errstate(all="ignore"):
-        r64 = np.asarray(FLOAT64[kind](ops), np.float64)
-    r64 = np.broadcast_to(r64, shape)
-    if mode == "rn":
+    if kind == "fma" and fmt == "f64" and mode == "rn":  # no wider type to round from: error-free transformations
+        out, safe = _fma64_rn(*(np.broadcast_to(o, shape).reshape(-1) for o in ops))
+        lanes = np.flatnonzero(~safe)                    # outside their range (zeros, extremes): exactly, below
+    elif mode == "rn":
+        r64 = _in_float64(kind, ops, shape)
         if fmt == "f64":
             return r64
         with np.errstate(all="ignore"):
@@ -195,7 +193,7 @@ def rounded(kind: str, ops, fmt: str, mode: str = "rn"):
         lanes = np.flatnonzero(mid)
     else:
         with np.errstate(all="ignore"):
-            out = r64.astype(DTYPE[fmt])
+            out = _in_float64(kind, ops, shape).astype(DTYPE[fmt])
         lanes = np.arange(out.size)
     out = np.array(out).reshape(-1)
     flat = [np.broadcast_to(o, shape).reshape(-1) for o in ops]

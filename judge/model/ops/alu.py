@@ -359,7 +359,8 @@ def _halves(m, ins, srcs, fn, ty):
             if "relu" in p:
                 v = np.where(v < 0, 0.0, v)
             out |= round_half(v, el).view(np.uint16).astype(np.uint32) << np.uint32(shift)
-        m.wr(d, canonical_nan_halves(out, ty) if pair else canonical_nan_halves(out, ty).astype(np.uint16), mask, full)
+        out = canonical_nan_halves(out, ty)
+        m.wr(d, out if pair else out.astype(np.uint16), mask, full)
     return per_half
 
 
