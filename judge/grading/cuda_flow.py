@@ -80,7 +80,7 @@ def _seed() -> int:
 
 
 def _case_name(case: dict, seed: int | None = None) -> str:
-    s = " ".join(f"{k}={v}" for k, v in case.items())
+    s = " ".join(f"{k}={v}" for k, v in case.items() if k != "seed" or seed is None)
     return s + (f" seed={seed}" if seed is not None else "")
 
 
@@ -132,7 +132,13 @@ def draw_case(spec: dict, rng) -> dict:
     return out
 
 
-def _model_cases(mod, ex, rng) -> list[dict]:
+def _model_cases(mod, ex, rng, seed: int | None = None) -> list[dict]:
+    """The CPU model's cases: drawn from exercise.toml [domain] by judge.grading.domain with `seed` (each
+    case carries its inputs' seed and JUDGE_MODEL_SEED, which replays them); else [cases] model."""
+    from judge.grading import domain
+    if ex.domain.classes:
+        seed = domain.seed_for_run() if seed is None else seed
+        return [{**c, domain.SEED_VAR: seed} for c in domain.draw(ex.domain, seed, ex.model.max_blocks)]
     if hasattr(mod, "model_cases"):
         specs = list(mod.model_cases)
     else:
@@ -160,12 +166,15 @@ def _run_model_case(b, mod, ex, case) -> tuple[list[compare.Comparison], str]:
     """One model case through check.py's own launch, the real grid; outputs of skipped blocks (a sampled
     grid) are not compared. Returns the comparisons and a note on what ran."""
     from judge.gpu import launch as _launch
-    seed = _seed()
+    from judge.grading import domain
+    seed = case.get("seed", _seed())                  # a drawn domain case carries its own (replayable)
     ins = mod.inputs(case, np, np.random.default_rng(seed))
     outs = mod.outputs(case, ins, np)
     for v in outs.values():
         compare.poison(v)
     _launch.model_options = _model_options(mod, ex, case)
+    if "seed" in case:
+        _launch.model_options["seed"] = seed          # the model's landing order and sample, replayed too
     _launch.last_model_report = None
     try:
         mod.launch(b, case, ins, outs)
@@ -176,17 +185,15 @@ def _run_model_case(b, mod, ex, case) -> tuple[list[compare.Comparison], str]:
     note = ""
     ran = getattr(rep, "ctaids", None)
     total = getattr(rep, "blocks_total", None)
+    failed = []
     if ran is not None and total and len(ran) < total:
         note = f"{len(ran)} of the grid's {total} blocks, a random sample of whole clusters"
-        for k in ref:                                   # skipped blocks' outputs: not compared
-            keep = np.asarray(mod.owned(case, k, ran), bool)
-            got = np.array(compare.to_numpy(outs[k]), copy=True)
-            got[~keep] = np.asarray(ref[k])[~keep]
-            outs[k] = got
+        outs, failed = domain.follow_sample(mod, ex, case, ref, outs, ran)   # what they wrote, wherever
     elif total:
         note = f"the whole grid, {total} block{'s' if total > 1 else ''}"
     tol = _tolerance(mod, ex, case)
-    return ([compare.compare(outs[k], ref[k], case=f"{k}, {_case_name(case, seed)}", **tol) for k in ref], note)
+    return (failed + [compare.compare(outs[k], ref[k], case=f"{k}, {_case_name(case, seed)}", **tol)
+                      for k in ref], note)
 
 
 def _run_model(b, mod, ex, sub, checked) -> Result | None:

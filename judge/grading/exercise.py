@@ -93,6 +93,34 @@ class ModelRun:
     sms: int = 132               # %nsmid the kernel reads (the target GPU's SM count: an H200 has 132)
 
 
+# -- the domain of a GPU exercise (judge.grading.domain draws the CPU model's cases from it) --
+@dataclass(frozen=True)
+class DomainClass:
+    """[domain] classes = [{name, when, pin, model}]: one class of cases a correct kernel must handle."""
+    name: str                    # what the class is, said in the result ("every ring slot used three times")
+    when: str                    # a Python expression over the case's keys and the derived names
+    pin: dict = field(default_factory=dict)   # narrower families for drawing this class (as in free)
+    model: bool = False          # the model's own class (a sampled grid): the H200's cases need not hold it
+
+
+def _load_classes(v, file, where) -> list:
+    if not isinstance(v, list):
+        raise SchemaError(f"{file}: {where} should be a list of {{name, when}} tables")
+    return [load_table(DomainClass, c, file, f"{where}[{i}]") for i, c in enumerate(v)]
+
+
+@dataclass(frozen=True)
+class Domain:
+    """[domain]: what the statement leaves free and the classes of cases a correct kernel must handle."""
+    free: dict = field(default_factory=dict)     # key -> family (number, list, {min, max, step})
+    derive: dict = field(default_factory=dict)   # name -> expression over the keys
+    fixed: dict = field(default_factory=dict)    # key -> expression: a case key computed, not drawn
+    cost: str = "0"                              # what one model case costs (an expression)
+    max_cost: float = 0.0                        # no drawn case costs more (0: no bound)
+    classes: list = field(default_factory=list, metadata={"load": _load_classes})
+    mapping: str = ""            # the statement's rule of which block writes what (check.owned); "": free
+
+
 @dataclass(frozen=True)
 class Timing:
     """[timing]: the timed case (its output is checked too) and the ceiling it is a fraction of."""
@@ -169,6 +197,7 @@ class Exercise:
     uses: dict = field(default_factory=dict)       # path -> least share of shared-memory fills through it
     carries: dict = field(default_factory=dict)    # feature -> least share of the output's bytes it produced
     model: ModelRun = field(default_factory=ModelRun, metadata=_table(ModelRun))
+    domain: Domain = field(default_factory=Domain, metadata=_table(Domain))   # the model's cases, drawn
     timing: Timing | None = field(default=None, metadata=_table(Timing))
     tiers: Tiers = field(default_factory=Tiers, metadata=_table(Tiers))
     tolerance: Tolerance = field(default_factory=Tolerance, metadata=_table(Tolerance))
