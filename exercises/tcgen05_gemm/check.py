@@ -27,11 +27,6 @@ from judge.gpu import launch as _launch
 KERNEL = "tcgen05_gemm"
 BM, BN, THREADS = 128, 128, 128        # must match the #defines of tcgen05_gemm.cu
 
-# For the CPU model: one tile of one K stage; then two tiles along N and three K stages (K = 192 =
-# 3 x 64): the commit's mbarrier phase flips twice, and the second CTA's tensor memory starts poisoned
-# again. The engine stops at the first case that fails, so a kernel that computes C on the CUDA cores
-# (MISSING FEATURE) costs the model one stage, not three.
-model_cases = [{"m": 128, "n": 128, "k": 64}, {"m": 128, "n": 256, "k": 192}]
 
 
 def to_bf16_bits(x, xp):

@@ -26,8 +26,6 @@ KERNEL = "tcgen05_ring"
 BM, BN, BK, STAGES, THREADS = 128, 128, 64, 4, 192     # must match the #defines of tcgen05_ring.cu
 SHARED_BYTES = STAGES * (BM + BN) * BK * 2 + 1024 + 256
 
-# For the CPU model: 4 tiles on 1 CTA (each buffer twice, the 4-slot ring wraps 4 times), then on 2 CTAs.
-model_cases = [{"m": 256, "n": 256, "k": 256, "ctas": 1}, {"m": 256, "n": 256, "k": 128, "ctas": 2}]
 
 
 def to_bf16_bits(x, xp):

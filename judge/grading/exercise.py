@@ -117,6 +117,7 @@ class Domain:
     fixed: dict = field(default_factory=dict)    # key -> expression: a case key computed, not drawn
     cost: str = "0"                              # what one model case costs (an expression)
     max_cost: float = 0.0                        # no drawn case costs more (0: no bound)
+    order: str = ""                              # the cases run by this expression, least first ("": cost)
     classes: list = field(default_factory=list, metadata={"load": _load_classes})
     mapping: str = ""            # the statement's rule of which block writes what (check.owned); "": free
 
