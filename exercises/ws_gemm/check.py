@@ -15,8 +15,9 @@ is this exercise's own:
   * the compile-log rules are exercise.toml's [log] (C7508: setmaxnreg ignored; C7515: wgmma
     serialized; both MISSING FEATURE); the engine's SASS rule catches a TMA store with no
     async-proxy fence after the tile's shared-memory stores (WRONG, named).
-  * the CPU model of the machine (judge.model) runs exercise.toml's model cases, drawn per run (a
-    ring that wraps with a K tail; a K under one slice): it finds a ring that never turns (HANG),
+  * the CPU model of the machine (judge.model) runs cases drawn per run from exercise.toml's
+    [domain] (judge.grading.domain: every residue of the ring, each slot used three times, tails
+    in every dimension on several blocks each way, a K under one slice): it finds a ring that never turns (HANG),
     wrong rows and a dropped K tail (WRONG), setmaxnreg not executed by a whole warpgroup (HANG);
     work skipped on later launches shows only in the timed runs, on an H200.
 """

@@ -204,7 +204,8 @@ def _schema_keys():
     out = []
     for cls, table in ((exercise.Exercise, ""), (exercise.Cases, "cases."), (exercise.Timing, "timing."),
                        (exercise.Tiers, "tiers."), (exercise.Tolerance, "tolerance."), (exercise.Fixture, "fixtures.*."),
-                       (exercise.Log, "log."), (exercise.LogRule, "log.CODE.")):
+                       (exercise.Log, "log."), (exercise.LogRule, "log.CODE."), (exercise.Domain, "domain."),
+                       (exercise.DomainClass, "domain.classes.")):
         out += [table + k for k in exercise.toml_keys(cls)]
     return out
 
