@@ -1,12 +1,14 @@
 """Benchmark: what one check of each GPU exercise's solution costs on the CPU model, case by case.
 
     PYTHONPATH=$PWD python lab/bench_checks.py [EXERCISE ...] [--seed S] [--profile]
+    PYTHONPATH=$PWD python lab/bench_checks.py --checks [EXERCISE ...]    # whole checks of the solutions
 
 For each exercise: the build (from the compile cache when warm), then the model cases one check draws
 (judge.grading.cuda_flow._model_cases; with [domain], the seed S), each run through the flow's own
 _run_model_case. Prints wall and CPU seconds per case and in all; CPU seconds are what to compare on a
 machine shared with other work (wall time there measures the others too). --profile prints the model's
-20 most expensive functions over every case. Not a test: nothing is asserted; run it before and after a
+20 most expensive functions over every case. --checks grades each solution as a learner's check does, in
+a fresh interpreter, and prints its wall and CPU seconds (imports and the child processes included). Not a test: nothing is asserted; run it before and after a
 change, from the same tree layout, and compare.
 """
 from __future__ import annotations
@@ -52,9 +54,33 @@ def bench(eid: str, seed: int, profile: bool = False) -> tuple[float, float]:
     return wall, cpu
 
 
+def whole_check(eid: str) -> tuple[float, float]:
+    """One whole check of the solution as a learner runs it, in a fresh interpreter (JUDGE_CHECK_SERVER=0):
+    wall seconds, and the CPU seconds of its processes (interpreter start and imports included)."""
+    import os
+    import resource
+    from judge.grading import exercise, grade
+    os.environ["JUDGE_CHECK_SERVER"] = "0"
+    ex = exercise.get(eid)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    r = grade.check(eid, ex.solution_path, quiet=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    print(f"{eid}: {r.verdict.value}, {wall:.2f} s wall, {cpu:.2f} s CPU in its processes")
+    return wall, cpu
+
+
 def main(argv: list[str]) -> int:
     seed, profile = 1, "--profile" in argv
     argv = [a for a in argv if a != "--profile"]
+    if "--checks" in argv:
+        ids = [a for a in argv if a != "--checks"] or ["cp_async_sgemm", "tma_tiles", "dsmem_histogram", "ws_gemm",
+                                                      "tcgen05_gemm", "tcgen05_ring"]
+        for eid in ids:
+            whole_check(eid)
+        return 0
     if "--seed" in argv:
         i = argv.index("--seed")
         seed = int(argv[i + 1])
