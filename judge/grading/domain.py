@@ -9,7 +9,7 @@
 exercise.toml [domain] states what the statement leaves free and what a correct kernel must handle:
 
     [domain]
-    free = { M = {min = 128, max = 1024, step = 128}, K = {min = 8, max = 512, step = 8} }
+    free = { M = {min = 128, max = 1024, step = 128}, N = 256, K = {min = 8, max = 512, step = 8} }
     derive = { tiles = "K // 8", blocks = "(M // 128) * (N // 128)" }   # names the classes speak of
     fixed = { ctas = "min(4, tiles)" }      # keys of the case computed from the drawn ones (optional)
     cost = "min(blocks, max_blocks) * tiles"   # what a model case costs, in the unit of max_cost
@@ -27,11 +27,16 @@ case's keys, the derived names, `max_blocks`, `cdiv(a, b)`, `min`, `max` and `ab
 `model = true` is the model's own (a sampled grid); every other class must also hold in one of
 [cases] list, the H200's cases (a test checks it).
 
-The draw: for each class not yet covered, in the order written, candidates are drawn within `pin` and
-`free` until one holds the class (cost at most max_cost); of those, the one that also covers the most
-classes still open is kept, the cheapest among equals. The cases run cheapest first (or by `order`), so
-that a kernel that bypasses the feature is told so before a long case runs. One seed decides every case and every
-case's inputs: the check shows it, and JUDGE_MODEL_SEED=S replays the same cases and inputs.
+The draw: for the first class not yet covered, in the order written, TRIES candidates are drawn within
+its `pin` and `free`; of those that hold it (and cost at most max_cost), the one that also holds the most
+classes still open is kept, the cheapest among equals; until every class holds. The cases run cheapest
+first (or by `order`), so that a kernel that bypasses the feature is told so before a long case runs. One
+seed decides every case and every case's inputs (and the model's landing order and sample): the check
+shows it, and JUDGE_MODEL_SEED=S replays the same cases and inputs.
+
+`mapping` (the statement's rule of which block writes what) decides how a sampled grid is judged:
+follow_sample below compares every element the blocks that ran wrote, wherever it lies, and with a
+mapping also holds them to check.owned, naming the rule when they break it.
 """
 from __future__ import annotations
 
