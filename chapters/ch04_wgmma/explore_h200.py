@@ -443,8 +443,8 @@ def sass_ledger(kid: str, kernel: str, log_dir: Path, regex: bool = False) -> di
     (judge.record.counters.ledger_one: SourceCounters, warp samples per SASS instruction and kind; the CSV kept
     in log_dir)."""
     from judge.record import counters
-    return counters.ledger_one({"id": kid, "kernel": kernel, "regex": regex}, log_dir, counters._ncu() or "ncu",
-                               timeout=300)
+    k = next(k for k in counters.kernels() if k["id"] == kid)          # the chapter module that launches it
+    return counters.ledger_one({**k, "kernel": kernel, "regex": regex}, log_dir, counters._ncu() or "ncu", timeout=300)
 
 
 def round13() -> int:
@@ -947,11 +947,10 @@ def add_r26(ladder) -> list[str]:
 
 def l2_child(name: str, n: int) -> int:
     """Under ncu: one checked launch of a ladder kernel or round26 variant (counters' own child)."""
-    from chapters.ch04_wgmma import ladder
-    from judge.record import counters
+    from chapters.ch04_wgmma import counters, ladder
     add_r26(ladder)
     add_tall(ladder)
-    counters._run_ch04(name, n)
+    counters.run({"label": name, "n": n})
     return 0
 
 
