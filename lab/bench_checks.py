@@ -1,7 +1,7 @@
 """Benchmark: what one check of each GPU exercise's solution costs on the CPU model, case by case.
 
-    PYTHONPATH=$PWD python lab/bench_checks.py [EXERCISE ...] [--seed S] [--profile]
-    PYTHONPATH=$PWD python lab/bench_checks.py --checks [EXERCISE ...]    # whole checks of the solutions
+    PYTHONPATH=$PWD python -m lab.bench_checks [EXERCISE ...] [--seed S] [--profile]
+    PYTHONPATH=$PWD python -m lab.bench_checks --checks [EXERCISE ...]    # whole checks of the solutions
 
 For each exercise: the build (from the compile cache when warm), then the model cases one check draws
 (judge.grading.cuda_flow._model_cases; with [domain], the seed S), each run through the flow's own
