@@ -4,7 +4,7 @@
     ex = exercise.get("ws_gemm")
     cases = domain.draw(ex.domain, seed=7, max_blocks=ex.model.max_blocks)   # every class, seeded
     domain.uncovered(ex.domain, ex.cases.list)            # [] when the H200 cases cover every class too
-    python -m judge.grading.domain ws_gemm [--seed S]     # the cases a check with that seed runs
+    python -m judge.grading.mutate --cases ws_gemm [--seed S]   # the cases a check with that seed runs
 
 exercise.toml [domain] states what the statement leaves free and what a correct kernel must handle:
 
@@ -43,7 +43,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import sys
 from collections.abc import Mapping
 
 import numpy as np
@@ -203,30 +202,6 @@ def uncovered(dom, cases, max_blocks: int = 0) -> list[str]:
         if not any(holds(cls, values(dom, dict(c), max_blocks)) for c in cases):
             out.append(_get(cls, "name"))
     return out
-
-
-def main(argv=None) -> int:
-    from judge.grading import exercise
-    args = list(sys.argv[1:] if argv is None else argv)
-    seed = None
-    if "--seed" in args:
-        i = args.index("--seed")
-        seed = int(args[i + 1])
-        del args[i:i + 2]
-    for eid in args or [e.id for e in exercise.all_exercises() if e.domain.classes]:
-        ex = exercise.get(eid)
-        s = seed if seed is not None else seed_for_run()
-        print(f"{eid} (seed {s}):")
-        for case in draw(ex.domain, s, ex.model.max_blocks):
-            shown = {k: v for k, v in case.items() if k != "seed"}
-            print(f"  {shown}  cost {cost(ex.domain, case, ex.model.max_blocks):g}")
-            for name in classes_of(ex.domain, case, ex.model.max_blocks):
-                print(f"      - {name}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 # ------------------------------------------------------------------ a sampled grid: followed, not assumed

@@ -1,6 +1,7 @@
 """Mutation testing of a GPU exercise's cases: small mistakes applied to its solution, each graded.
 
     python -m judge.grading.mutate [EXERCISE ...] [--seed S] [--only OPERATOR] [--list] [--out FILE]
+    python -m judge.grading.mutate --cases [EXERCISE ...] [--seed S]   # the model's cases a check draws
 
 Each operator is a textual edit at one site of exercises/<id>/solution.cu (a line and the text matched
 there): an index dimension swapped, a block index replaced by 0, a parity right only for the first uses,
@@ -32,6 +33,9 @@ from judge import config
 EXPLAINED = config.ROOT / "docs" / "mutations.toml"
 
 KILLED = ("WRONG", "HANG", "CRASH", "MISSING FEATURE")
+
+#: the exercises a run covers by default: every GPU exercise with a [domain]
+GPU_EXERCISES = ["cp_async_sgemm", "tma_tiles", "dsmem_histogram", "ws_gemm", "tcgen05_gemm", "tcgen05_ring"]
 
 _DIMS = ("M", "N", "K", "m", "n", "k", "rows", "cols")
 
@@ -260,8 +264,32 @@ def run(ids, seed: int = 1, only: str | None = None, out=sys.stdout, listing: bo
     return scores
 
 
+def show_cases(ids, seed: int | None) -> None:
+    """The model's cases a check of each exercise draws with `seed` (judge.grading.domain), with their
+    cost and the classes each holds."""
+    from judge.grading import domain, exercise
+    for eid in ids:
+        ex = exercise.get(eid)
+        s = seed if seed is not None else domain.seed_for_run()
+        print(f"{eid} (JUDGE_MODEL_SEED={s}):")
+        for case in domain.draw(ex.domain, s, ex.model.max_blocks):
+            shown = {k: v for k, v in case.items() if k != "seed"}
+            print(f"  {shown}  cost {domain.cost(ex.domain, case, ex.model.max_blocks):g}")
+            for name in domain.classes_of(ex.domain, case, ex.model.max_blocks):
+                print(f"      - {name}")
+
+
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if "--cases" in args:
+        args.remove("--cases")
+        seed = None
+        if "--seed" in args:
+            i = args.index("--seed")
+            seed = int(args[i + 1])
+            del args[i:i + 2]
+        show_cases(args or GPU_EXERCISES, seed)
+        return 0
     seed, only, dest = 1, None, None
     for flag in ("--seed", "--only", "--out"):
         if flag in args:
@@ -276,7 +304,7 @@ def main(argv=None) -> int:
                 dest = val
     listing = "--list" in args
     args = [a for a in args if a != "--list"]
-    ids = args or ["cp_async_sgemm", "tma_tiles", "dsmem_histogram", "ws_gemm", "tcgen05_gemm", "tcgen05_ring"]
+    ids = args or GPU_EXERCISES
     if dest:
         with open(dest, "w") as f:
             print(__doc__.split("\n\n")[0].strip() + "\n", file=f)
