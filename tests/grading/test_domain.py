@@ -21,15 +21,16 @@ GPU = ["cp_async_sgemm", "tma_tiles", "dsmem_histogram", "ws_gemm", "tcgen05_gem
 def test_every_class_holds_in_the_cases_of_any_seed_within_the_statement(eid):
     ex = exercise.get(eid)
     assert ex.domain.classes, f"{eid} states no domain"
-    for seed in range(3):
-        cases = domain.draw(ex.domain, seed, ex.model.max_blocks)
+    drawn = {}
+    for seed in range(2):
+        cases = drawn[seed] = domain.draw(ex.domain, seed, ex.model.max_blocks)
         held = {n for c in cases for n in domain.classes_of(ex.domain, c, ex.model.max_blocks)}
         assert held == {c.name for c in ex.domain.classes}, (seed, cases)
         for c in cases:
             assert not domain.in_free(ex.domain, c), (c, domain.in_free(ex.domain, c))
             assert ex.domain.max_cost == 0 or domain.cost(ex.domain, c, ex.model.max_blocks) <= ex.domain.max_cost
-    assert domain.draw(ex.domain, 11, ex.model.max_blocks) == domain.draw(ex.domain, 11, ex.model.max_blocks)
-    assert domain.draw(ex.domain, 11, ex.model.max_blocks) != domain.draw(ex.domain, 12, ex.model.max_blocks)
+    assert domain.draw(ex.domain, 0, ex.model.max_blocks) == drawn[0], "one seed, the same cases"
+    assert drawn[0] != drawn[1]
 
 
 @pytest.mark.parametrize("eid", [e for e in GPU if exercise.get(e).cases.list])
