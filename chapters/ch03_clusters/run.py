@@ -1,7 +1,7 @@
 """Host side of chapter 3 (clusters, DSMEM, multicast): build, launch, check and time every kernel
 of chapters/ch03_clusters/.
 
-The notebook chapters/ch03_clusters.ipynb and tests/test_ch03*.py call these functions:
+The notebook chapters/ch03_clusters.ipynb and tests/chapters/ch03_clusters/ call these functions:
 
     from chapters.ch03_clusters import run as ch03
     ch03.build("cluster_sum").sass            # any machine: NVRTC -> sm_90a cubin -> SASS
