@@ -1,0 +1,56 @@
+"""Chapter 6 (attention) on any machine: the kernels on the CPU model against float64, broken variants
+caught, the online softmax's numbers. Small sizes (several query tiles and key blocks, a tail, causal and
+not): a few seconds each.
+
+Run: PYTHONPATH=$PWD python -m pytest tests/chapters/ch06_attention -q
+"""
+import numpy as np
+import pytest
+
+from chapters.ch06_attention import attention, online
+from judge.gpu import build
+
+pytest.importorskip("ml_dtypes")
+RUNG2 = "one warpgroup"
+
+
+@pytest.mark.parametrize("B, H, S, d, causal", [(1, 2, 200, 64, True), (1, 1, 150, 128, False)])
+def test_rung2_matches_float64_on_the_cpu_model(B, H, S, d, causal):
+    # S = 200: four query tiles (the last with 8 rows), two key blocks of 128 (the second with 72 keys)
+    co, cl = attention.model_check(RUNG2, B, H, S, d, causal)
+    assert co.ok, co.message
+    assert cl.ok, cl.message
+
+
+def _variant(old: str, new: str, d: int = 64):
+    src = (attention.HERE / attention.rung(RUNG2)["file"]).read_text()
+    assert old in src, old
+    return build.compile(src.replace(old, new), defines=attention.defines(RUNG2, d), name="variant.cu")
+
+
+@pytest.mark.parametrize("what, old, new, causal", [
+    ("O not rescaled when the maximum grows", "o[i] *= alpha[(i / 2) % 2];", "{}", False),
+    ("causal mask off by one (a key equal to the query masked)", "(causal && key > row)", "(causal && key >= row)", True),
+    ("the final 1/l missing", "const float inv = lt > 0.f ? 1.f / lt : 0.f;", "const float inv = 1.f;", False),
+])
+def test_a_broken_rung2_fails_on_the_cpu_model(what, old, new, causal):
+    co, cl = attention.model_check(RUNG2, 1, 1, 130, 64, causal, build=_variant(old, new))
+    assert not (co.ok and cl.ok), f"{what}: passed the float64 check"
+
+
+def test_the_kernels_arithmetic_stays_inside_the_derived_tolerance_and_bf16_p_is_what_costs():
+    rows = online.error_table(B=1, H=1, S=256, d=64, causal=True, seed=1)
+    fp32, p_bf16, kernel, allowance = rows
+    assert fp32["O rel. error"] < 1e-5 < p_bf16["O rel. error"]         # the rounding of P is the cost
+    for r in (fp32, p_bf16, kernel):
+        assert r["O largest share of the allowance"] < 1
+        assert r["LSE largest share of the allowance"] < 1
+    assert kernel["O rel. error"] < allowance["O rel. error"]
+
+
+def test_the_timed_problems_hold_16k_tokens_and_count_flops_as_the_paper():
+    for p in attention.problems():
+        assert p["batch"] * p["seq_len"] == 16384 and p["heads"] * p["head_dim"] == 2048
+        full = 4.0 * p["batch"] * p["heads"] * p["seq_len"] ** 2 * p["head_dim"]
+        assert attention.flops(p) == (full / 2 if p["causal"] else full)
+
