@@ -18,7 +18,6 @@ relative to the sum of |terms|: atol[i, c] = (4 (N + 3 blocks + 8) + 4 * 745 (bl
 with P the exact softmax; lse = m + log(l) the same in absolute terms plus 4 u |lse|. Any of the mistakes the
 fixtures make errs by a share of |out| (or gives NaN or inf), many orders above.
 """
-import math
 
 import numpy as np
 from hypothesis import strategies as st

@@ -4,7 +4,6 @@ not): a few seconds each.
 
 Run: PYTHONPATH=$PWD python -m pytest tests/chapters/ch06_attention -q
 """
-import numpy as np
 import pytest
 
 from chapters.ch06_attention import attention, online
