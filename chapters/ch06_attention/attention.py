@@ -437,9 +437,12 @@ def main(argv=None) -> int:
                 checks[f"{r['name']} d={d}"] = "HANG"
     print("checks:", checks, flush=True)
     good = [r["name"] for r in RUNGS if all(checks[f"{r['name']} d={d}"] == "ok" for d in HEAD_DIMS)]
-    rows = measure(rungs=good)
-    (out / "ch06_attention.json").write_text(json.dumps({"checks": checks, "rows": rows}, indent=1))
-    print(table(rows))
+    rows = []
+    for p in problems():                            # one problem at a time, the JSON rewritten after each
+        rows += measure([p], rungs=good)
+        (out / "ch06_attention.json").write_text(json.dumps({"checks": checks, "rows": rows}, indent=1))
+        print(table([r for r in rows if r["seq_len"] == p["seq_len"] and r["head_dim"] == p["head_dim"]
+                     and r["causal"] == p["causal"]]), flush=True)
     return 0
 
 
