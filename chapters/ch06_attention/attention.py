@@ -62,6 +62,16 @@ RUNGS: list[dict] = [
      "what": "one warpgroup per 64 query rows: S = QK^T by wgmma from shared memory, softmax in registers "
              "(ex2, scale folded), P from registers into the second wgmma, K/V through a 2-stage TMA ring",
      "threads": 128, "rows": 64, "defines": {128: {"BLOCK_N": 128, "STAGES": 2}, 64: {"BLOCK_N": 128, "STAGES": 2}}},
+    {"name": "warp specialized", "file": "attn_03_warp_specialized.cu", "kernel": "attn_warp_specialized",
+     "what": "a producer warpgroup (setmaxnreg 24) loads K and V on barriers of their own into a ring; two "
+             "consumer warpgroups (setmaxnreg 240) of 64 query rows each share it, releasing slots by mbarrier",
+     "threads": 384, "rows": 128, "q_rows": 64,
+     "defines": {128: {"BLOCK_N": 128, "STAGES": 2, "PINGPONG": 0}, 64: {"BLOCK_N": 128, "STAGES": 4, "PINGPONG": 0}}},
+    {"name": "ping-pong", "file": "attn_03_warp_specialized.cu", "kernel": "attn_warp_specialized",
+     "what": "rung 3 with turns: each consumer issues S_j = QK_j^T and O += P_{j-1}V_{j-1} as one batch on its "
+             "turn (ordered named barriers), then runs softmax j while the other's batch runs",
+     "threads": 384, "rows": 128, "q_rows": 64,
+     "defines": {128: {"BLOCK_N": 128, "STAGES": 2, "PINGPONG": 1}, 64: {"BLOCK_N": 128, "STAGES": 4, "PINGPONG": 1}}},
 ]
 
 HEAD_DIMS = (64, 128)
@@ -90,7 +100,7 @@ def build_rung(name: str, head_dim: int = 128, **extra):
 def shared_bytes(name: str, head_dim: int, **extra) -> int:
     """Dynamic shared memory: the Q tile(s), the K/V ring, 1 KiB to align to 1024."""
     r, d = rung(name), defines(name, head_dim, **extra)
-    q = r["rows"] * head_dim * 2
+    q = r["rows"] * head_dim * 2                     # every consumer's Q tile
     ring = d["STAGES"] * 2 * d["BLOCK_N"] * head_dim * 2
     return q + ring + 1024
 
@@ -175,27 +185,29 @@ def model_inputs(B, H, S, d, seed):
     return out
 
 
-def model_run(name: str, q, k, v, causal: bool, *, build=None):
-    """Run a rung on the CPU model (judge.model) on host bf16 arrays: O (float32) and LSE, poisoned first."""
+def model_run(name: str, q, k, v, causal: bool, *, build=None, extra: dict | None = None):
+    """Run a rung on the CPU model (judge.model) on host bf16 arrays: O (float32) and LSE, poisoned first.
+    extra: defines that replace the rung's (e.g. {"BLOCK_N": 64}), for the build and the host side alike."""
     import ml_dtypes
 
     from judge.gpu import launch as _launch
     B, H, S, d = q.shape
-    dfs = defines(name, d)
-    b = build or build_rung(name, d)
+    extra = extra or {}
+    dfs = defines(name, d, **extra)
+    b = build or build_rung(name, d, **extra)
     o = _host_aligned((B, H, S, d), ml_dtypes.bfloat16)
     o[...] = np.nan
     lse = _host_aligned((B, H, S), np.float32)
     lse[...] = np.nan
-    maps = tensor_maps(q, k, v, S, d, dfs["BLOCK_N"], rung(name)["rows"])
+    maps = tensor_maps(q, k, v, S, d, dfs["BLOCK_N"], rung(name).get("q_rows", rung(name)["rows"]))
     args = (*maps, o.view(np.uint16), lse, np.int32(S), np.int32(int(causal)), np.float32(scale_log2(d)))
     _launch.launch(b, rung(name)["kernel"], grid=grid(name, B, H, S), block=(rung(name)["threads"], 1, 1),
-                   args=args, shared_bytes=shared_bytes(name, d))
+                   args=args, shared_bytes=shared_bytes(name, d, **extra))
     return o.astype(np.float32), lse
 
 
 def model_check(name: str, B: int = 1, H: int = 2, S: int = 200, d: int = 64, causal: bool = False,
-                seed=None, build=None):
+                seed=None, build=None, extra: dict | None = None):
     """One rung on the CPU model of the machine against float64: (Comparison of O, of LSE).
 
     The model runs the kernel's own PTX with the asynchronous rules enforced (a TMA box lands when its
@@ -205,9 +217,10 @@ def model_check(name: str, B: int = 1, H: int = 2, S: int = 200, d: int = 64, ca
     """
     seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
     q, k, v = model_inputs(B, H, S, d, seed)
-    o, lse = model_run(name, q, k, v, causal, build=build)
+    o, lse = model_run(name, q, k, v, causal, build=build, extra=extra)
     return check_outputs(o, lse, q, k, v, causal,
-                         f"{name} on the CPU model: B={B} H={H} S={S} d={d} causal={causal} seed={seed}")
+                         f"{name} on the CPU model: B={B} H={H} S={S} d={d} causal={causal} seed={seed}"
+                         + (f" {extra}" if extra else ""))
 
 
 # ----------------------------------------------------------------------------- on a GPU
@@ -236,7 +249,7 @@ def launcher(name: str, B: int, H: int, S: int, d: int, causal: bool, *, build=N
     def launch(q, kk, v, o, lse):
         key = (q.data_ptr(), kk.data_ptr(), v.data_ptr())
         if key not in maps:
-            maps[key] = tensor_maps(q, kk, v, S, d, dfs["BLOCK_N"], r["rows"])
+            maps[key] = tensor_maps(q, kk, v, S, d, dfs["BLOCK_N"], r.get("q_rows", r["rows"]))
         mq, mk, mv = maps[key]
         k(g, block, (mq.as_kernel_arg(), mk.as_kernel_arg(), mv.as_kernel_arg(), np.uint64(o.data_ptr()),
                      np.uint64(lse.data_ptr()), np.int32(S), np.int32(int(causal)), np.float32(scale_log2(d))),
