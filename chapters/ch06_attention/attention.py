@@ -442,7 +442,7 @@ def main(argv=None) -> int:
     for r in RUNGS:
         for d in HEAD_DIMS:
             try:
-                p = subprocess.run([sys.executable, "-m", "chapters.ch06_attention.attention", "check", r["name"], str(d)],
+                p = subprocess.run([sys.executable, __file__, "check", r["name"], str(d)],
                                    check=False, capture_output=True, text=True, timeout=120, start_new_session=True)
                 print(p.stdout.rstrip() or p.stderr[-2000:], flush=True)
                 checks[f"{r['name']} d={d}"] = "ok" if p.returncode == 0 and "WRONG" not in p.stdout else "FAILED"
