@@ -53,11 +53,11 @@ from pathlib import Path
 
 from judge import config
 
-CH01 = config.CHAPTERS_DIR / "01_cp_async"
-CH03 = config.CHAPTERS_DIR / "03_clusters"
-CH04 = config.CHAPTERS_DIR / "04_wgmma"
-CH05 = config.CHAPTERS_DIR / "05_blackwell"
-#: chapter 5's FP8 GEMM (chapters/04_wgmma/gemm_fp8.cu), by PROMOTE level, at these sizes
+CH01 = config.CHAPTERS_DIR / "ch01_cp_async"
+CH03 = config.CHAPTERS_DIR / "ch03_clusters"
+CH04 = config.CHAPTERS_DIR / "ch04_wgmma"
+CH05 = config.CHAPTERS_DIR / "ch05_blackwell"
+#: chapter 5's FP8 GEMM (chapters/ch04_wgmma/gemm_fp8.cu), by PROMOTE level, at these sizes
 FP8_PROFILED = ((0, 4096), (1, 4096), (2, 4096), (0, 8192), (1, 8192), (2, 8192))
 #: PROMOTE=2 built with DESC_STEP=0 (each k32 descriptor built anew from its address), for the ledger below
 FP8_ANEW = {"id": "ch05.fp8_promote2_anew", "label": "gemm_fp8.cu, descriptors built anew (PROMOTE=2, DESC_STEP=0)",
@@ -67,7 +67,7 @@ FP8_ANEW = {"id": "ch05.fp8_promote2_anew", "label": "gemm_fp8.cu, descriptors b
 LEDGERED = ("ch05.fp8_promote2", "ch05.fp8_promote2_anew", "ch05.cublas_fp8_default")
 LEDGER_TOP = 40                  # instructions kept per ledger, by samples
 #: cuBLAS's own kernels, profiled the same way, for the chapters to put beside theirs: (id, chapter, what, n).
-#: What runs is cuBLAS's choice; its name says its tile, stages and cluster (chapters/04_wgmma/cublas_kernels.py).
+#: What runs is cuBLAS's choice; its name says its tile, stages and cluster (chapters/ch04_wgmma/cublas_kernels.py).
 CUBLAS_PROFILED = (("ch04.cublas_bf16", "ch04", "bf16", 4096), ("ch04.cublas_bf16_8192", "ch04", "bf16", 8192),
                    ("ch05.cublas_fp8_fast", "ch05", "fp8 fast", 4096),
                    ("ch05.cublas_fp8_fast_8192", "ch05", "fp8 fast", 8192),
@@ -174,12 +174,8 @@ def _slug(name: str) -> str:
 
 def kernels() -> list[dict]:
     """Every kernel the pass profiles: id, chapter, label, kernel (its name, for ncu's -k), sources."""
-    sys.path[:0] = [str(CH01), str(CH04)]
-    try:
-        import ladder
-        import sgemm
-    finally:
-        del sys.path[:2]
+    from chapters.ch01_cp_async import sgemm
+    from chapters.ch04_wgmma import ladder
     out = []
     # every rung and variant at 4096^3; again at 8192^3 those whose claim rests on it (rung 10 splits its
     # last round there, at 4096^3 it does not) with the rung they are compared with
@@ -239,8 +235,7 @@ def _say(ok: bool, message: str) -> None:
 
 def _run_ch04(name: str, n: int = GEMM_N) -> None:
     import torch
-    sys.path.insert(0, str(CH04))
-    import ladder
+    from chapters.ch04_wgmma import ladder
     seed = int.from_bytes(os.urandom(4), "little")
     a, b = ladder._inputs(n, n, n, seed)
     c = ladder._poisoned(n, n)
@@ -260,8 +255,7 @@ def _run_ch04(name: str, n: int = GEMM_N) -> None:
 
 def _run_ch01(kernel_file: str, defines) -> None:
     import cupy
-    sys.path.insert(0, str(CH01))
-    import sgemm
+    from chapters.ch01_cp_async import sgemm
     from judge.grading import compare
     n = GEMM_N
     seed = int.from_bytes(os.urandom(4), "little")
@@ -276,11 +270,10 @@ def _run_ch01(kernel_file: str, defines) -> None:
 
 
 def _run_ch03(kid: str) -> None:
-    """One launch of a chapter-3 kernel at the chapter's size (chapters/03_clusters/run.py's defaults)."""
+    """One launch of a chapter-3 kernel at the chapter's size (chapters/ch03_clusters/run.py's defaults)."""
     import cupy as cp
     import numpy as np
-    sys.path.insert(0, str(CH03))
-    import run as ch03
+    from chapters.ch03_clusters import run as ch03
     from judge import gpu
     from judge.grading import compare
     rng = np.random.default_rng()
@@ -349,8 +342,7 @@ def _run_ch03(kid: str) -> None:
 def _run_ch05(promote: int, n: int, defines: dict | None = None) -> None:
     """One launch of gemm_fp8.cu (PROMOTE=promote, or built with `defines`) at n^3, checked as fp8.py checks it
     (fp8.wgmma_fp8_check: fresh block-quantized inputs, C poisoned, against float64)."""
-    sys.path.insert(0, str(CH05))
-    import fp8
+    from chapters.ch05_blackwell import fp8
     fp8.wgmma_fp8_check(n, n, n, promote=promote, defines=defines, say=_say)   # the launch ncu profiles
 
 
@@ -362,15 +354,13 @@ def _run_cublas(what: str, n: int) -> None:
     from judge.grading import compare
     seed = int.from_bytes(os.urandom(4), "little")
     if what == "bf16":
-        sys.path.insert(0, str(CH04))
-        import ladder
+        from chapters.ch04_wgmma import ladder
         a, b = ladder._inputs(n, n, n, seed)
         c = a @ b.T                                  # the launch ncu profiles
         torch.cuda.synchronize()
         r = ladder.compare_output(c, a, b, case=f"cuBLAS bf16 {n}^3 seed {seed}")
         return _say(r.ok, r.message or r.case)
-    sys.path.insert(0, str(CH05))
-    import fp8
+    from chapters.ch05_blackwell import fp8
     g = torch.Generator(device="cuda").manual_seed(seed)
     qa, sa = fp8.quantize_blocks(torch.randn(n, n, device="cuda", generator=g))
     qb, sb = fp8.quantize_blocks(torch.randn(n, n, device="cuda", generator=g))
@@ -396,8 +386,7 @@ def run_child(kid: str) -> int:
     elif ch == "ch05":
         _run_ch05(k["promote"], k.get("n", GEMM_N), k.get("defines"))
     elif ch == "ch01":
-        sys.path.insert(0, str(CH01))
-        import sgemm
+        from chapters.ch01_cp_async import sgemm
         f, defines = next((f, d) for _, f, d in sgemm.BASELINES if Path(f).stem == rest)
         _run_ch01(f, defines)
     else:

@@ -5,7 +5,7 @@ record/hopper.json holds, per section (a notebook's figures, an exercise's verdi
      "sources": {path: sha256},        what the figures were measured with (a change fails CI)
      "graded_by": {path: sha256}}      what graded them (a change warns; judge.record explains both)
 
-    record.save("ch01.sgemm", {"tflops": ...}, notebook="chapters/01_cp_async.ipynb")
+    record.save("ch01.sgemm", {"tflops": ...}, notebook="chapters/ch01_cp_async.ipynb")
         writes only in the record run (JUDGE_RECORD=1, `python -m judge.record.hopper_run`);
         anywhere else it is a no-op, so a learner's own GPU cannot overwrite the course's figures.
     record.load("ch01.sgemm") -> the section, or None
@@ -140,7 +140,7 @@ def main() -> int:
 
 
 # ------------------------------------------------------------------------------------------ the README table
-# Each chapter declares its recorded sections and its README rows in chapters/NN_name/figures.toml;
+# Each chapter declares its recorded sections and its README rows in chapters/chNN_name/figures.toml;
 # record/figures.toml declares the record run's own (device ceilings, exercises). A row is a table
 #     [[readme]]
 #     kind = "format"                    # one of ROW_KINDS below

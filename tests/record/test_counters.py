@@ -41,10 +41,8 @@ DETAILS_SAMPLE = '''"ID","Process ID","Process Name","Host Name","Kernel Name","
 
 
 def test_the_pass_covers_every_rung_variant_and_named_kernel():
-    sys.path.insert(0, str(config.CHAPTERS_DIR / "04_wgmma"))
-    sys.path.insert(0, str(config.CHAPTERS_DIR / "01_cp_async"))
-    import ladder
-    import sgemm
+    from chapters.ch04_wgmma import ladder
+    from chapters.ch01_cp_async import sgemm
     ks = counters.kernels()
     ids = [k["id"] for k in ks]
     assert len(ids) == len(set(ids)), "two kernels share an id"
@@ -377,9 +375,8 @@ def test_on_the_h200_one_kernel_profiles_for_real(tmp_path):
 
 
 # ----------------------------------------------------------------------------- FP8 like for like
-# chapters/05_blackwell/fp8.py --out DIR: the parts that need no GPU.
-sys.path.insert(0, str(config.CHAPTERS_DIR / "05_blackwell"))
-import fp8  # noqa: E402
+# chapters/ch05_blackwell/fp8.py --out DIR: the parts that need no GPU.
+from chapters.ch05_blackwell import fp8  # noqa: E402
 
 # ---- FORMAT SAMPLE (not a measurement): nvidia-smi --query-gpu=clocks.sm,clocks_throttle_reasons.active
 # --format=csv, as it prints, values made up.
@@ -452,7 +449,7 @@ def test_rounds_alternate_their_order_and_pairs_match_accumulation():
 
 def test_fp8_cli_parses_without_a_gpu():
     import subprocess
-    p = subprocess.run([sys.executable, str(config.CHAPTERS_DIR / "05_blackwell" / "fp8.py"), "--help"],
+    p = subprocess.run([sys.executable, "-m", "chapters.ch05_blackwell.fp8", "--help"], cwd=config.ROOT,
                        capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(config.ROOT)},
                        timeout=120)
     assert p.returncode == 0 and "--out" in p.stdout and "compare" in p.stdout
