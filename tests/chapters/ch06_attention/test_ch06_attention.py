@@ -8,6 +8,7 @@ import pytest
 
 from chapters.ch06_attention import attention, online
 from judge.gpu import build
+from judge.model.errors import Hang
 
 pytest.importorskip("ml_dtypes")
 RUNG2 = "one warpgroup"
@@ -21,10 +22,26 @@ def test_rung2_matches_float64_on_the_cpu_model(B, H, S, d, causal):
     assert cl.ok, cl.message
 
 
-def _variant(old: str, new: str, d: int = 64):
-    src = (attention.HERE / attention.rung(RUNG2)["file"]).read_text()
+@pytest.mark.parametrize("name", ["warp specialized", "ping-pong"])
+def test_rungs_3_and_4_match_float64_on_the_cpu_model(name):
+    # causal with 64-key blocks: consumer 0 of a 128-row tile needs one block fewer than consumer 1, and
+    # waits for and releases the block it skips (else the producer would wait on its empty barrier forever)
+    co, cl = attention.model_check(name, 1, 1, 330, 64, True, extra={"BLOCK_N": 64})
+    assert co.ok, co.message
+    assert cl.ok, cl.message
+
+
+def _variant(old: str, new: str, d: int = 64, name: str = RUNG2):
+    src = (attention.HERE / attention.rung(name)["file"]).read_text()
     assert old in src, old
-    return build.compile(src.replace(old, new), defines=attention.defines(RUNG2, d), name="variant.cu")
+    return build.compile(src.replace(old, new), defines=attention.defines(name, d), name="variant.cu")
+
+
+def test_a_ping_pong_turn_never_given_is_a_hang_on_the_cpu_model():
+    b = _variant("if (c == 0 ? j < other : j + 1 < other) turn_give(BAR + 1 - c);",
+                 "if (c == 0 && j < other) turn_give(BAR + 1 - c);", name="ping-pong")
+    with pytest.raises(Hang, match="barrier 2"):
+        attention.model_check("ping-pong", 1, 1, 300, 64, False, build=b)
 
 
 @pytest.mark.parametrize("what, old, new, causal", [
