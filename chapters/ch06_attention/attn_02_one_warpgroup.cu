@@ -135,7 +135,9 @@ attn_one_warpgroup(const __grid_constant__ TensorMap mapQ, const __grid_constant
 #pragma unroll
     for (int kk = 0; kk < BLOCK_N / 16; ++kk) attn::p_fragment(p[kk], sc, kk);
     // RULE (PTX ISA, wgmma.fence): P's registers and O's were written since the last fence: fence
-    // after those writes, before the first wgmma that reads them.
+    // after those writes, before the first wgmma that reads them (and pin the registers, attention.cuh).
+    attn::fence_operand(o);
+    attn::fence_operand(p);
     wg::fence();
 #pragma unroll
     for (int kk = 0; kk < BLOCK_N / 16; ++kk)

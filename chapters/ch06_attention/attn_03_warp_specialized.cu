@@ -176,7 +176,11 @@ attn_warp_specialized(const __grid_constant__ TensorMap mapQ, const __grid_const
       if (c == 0 ? j > 0 : j < other) turn_wait(BAR + c);    // the other consumer's batch is issued
       tma::wait(&fullK[j % STAGES], (j / STAGES) & 1);
       if (with_pv) tma::wait(&fullV[(j - 1) % STAGES], ((j - 1) / STAGES) & 1);
-      // RULE (PTX ISA, wgmma.fence): O was rescaled and P written since the last batch: fence first.
+      // RULE (PTX ISA, wgmma.fence): O was rescaled and P written since the last batch: fence first
+      // (and pin those registers before it: attention.cuh, fence_operand).
+      attn::fence_operand(o);
+      attn::fence_operand(p);
+      attn::fence_operand(sc);
       wg::fence();
       qk(j);
       if (with_pv) pv(j - 1, p);
@@ -192,6 +196,8 @@ attn_warp_specialized(const __grid_constant__ TensorMap mapQ, const __grid_const
     for (int j = 1; j < mine; ++j) turn(j, true);
     if (mine > 0) {                                          // the last block's P V
       tma::wait(&fullV[(mine - 1) % STAGES], ((mine - 1) / STAGES) & 1);
+      attn::fence_operand(o);
+      attn::fence_operand(p);
       wg::fence();
       pv(mine - 1, p);
       wg::commit();
@@ -201,6 +207,7 @@ attn_warp_specialized(const __grid_constant__ TensorMap mapQ, const __grid_const
 #else
     for (int j = 0; j < mine; ++j) {
       tma::wait(&fullK[j % STAGES], (j / STAGES) & 1);
+      attn::fence_operand(sc);
       wg::fence();
       qk(j);
       wg::commit();
@@ -210,6 +217,8 @@ attn_warp_specialized(const __grid_constant__ TensorMap mapQ, const __grid_const
 #pragma unroll
       for (int kk = 0; kk < BLOCK_N / 16; ++kk) attn::p_fragment(p[kk], sc, kk);
       tma::wait(&fullV[j % STAGES], (j / STAGES) & 1);
+      attn::fence_operand(o);
+      attn::fence_operand(p);
       wg::fence();                                           // P and O written since the last fence
       pv(j, p);
       wg::commit();

@@ -95,6 +95,24 @@ __device__ __forceinline__ void mma_rs_n128_tb(float (&d)[64], const unsigned (&
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
 }
 
+// RULE (compiler, not PTX): wgmma.fence orders register accesses for the hardware, but to the compiler it
+// is an asm statement that names no register, so it may move an FMUL that rescales O, or the packing of P,
+// past it: the wgmma then reads a register written after the fence (the CPU model reports it as
+// "wgmma-fence"; on the GPU it is a race). Pin every accumulator and fragment register in place first:
+// an empty asm volatile that reads and writes each one, as CUTLASS's warpgroup_fence_operand does.
+template <int N>
+__device__ __forceinline__ void fence_operand(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_operand(unsigned (&r)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j]) :: "memory");
+}
+
 // Chosen by the accumulator's size (32 registers: head dim 64; 64: head dim 128).
 __device__ __forceinline__ void mma_pv(float (&d)[32], const unsigned (&a)[4], unsigned long long b) { mma_rs_n64_tb(d, a, b); }
 __device__ __forceinline__ void mma_pv(float (&d)[64], const unsigned (&a)[4], unsigned long long b) { mma_rs_n128_tb(d, a, b); }
