@@ -72,6 +72,12 @@ RUNGS: list[dict] = [
              "turn (ordered named barriers), then runs softmax j while the other's batch runs",
      "threads": 384, "rows": 128, "q_rows": 64,
      "defines": {128: {"BLOCK_N": 128, "STAGES": 2, "PINGPONG": 1}, 64: {"BLOCK_N": 128, "STAGES": 4, "PINGPONG": 1}}},
+    {"name": "intra-warpgroup overlap", "file": "attn_03_warp_specialized.cu", "kernel": "attn_warp_specialized",
+     "what": "rung 4 with each consumer's softmax j run while its own P_{j-1}V_{j-1} is in flight (wgmma.wait_group 1, "
+             "then 0 before O is rescaled)",
+     "threads": 384, "rows": 128, "q_rows": 64,
+     "defines": {128: {"BLOCK_N": 128, "STAGES": 2, "PINGPONG": 1, "INTRA": 1},
+                 64: {"BLOCK_N": 128, "STAGES": 4, "PINGPONG": 1, "INTRA": 1}}},
 ]
 
 HEAD_DIMS = (64, 128)

@@ -91,6 +91,7 @@ attn_one_warpgroup(const __grid_constant__ TensorMap mapQ, const __grid_constant
                   wg::desc_sw128(sK + s * KV_BYTES + (k / 4) * BLOCK_N * 128 + (k % 4) * 32), k > 0);
     wg::commit();
     wg::wait<0>();
+    attn::fence_operand(sc);           // no read of S hoisted above the wait (attention.cuh)
 
     // ---- mask: keys past the end, and (causal) keys after the query
     const int k0 = j * BLOCK_N;
@@ -144,6 +145,7 @@ attn_one_warpgroup(const __grid_constant__ TensorMap mapQ, const __grid_constant
       attn::mma_pv(o, p[kk], attn::desc_v<BLOCK_N>(sV + s * KV_BYTES + kk * 16 * 128));
     wg::commit();
     wg::wait<0>();
+    attn::fence_operand(o);
 
     // Every warp has waited for its wgmma: slot s is read. Only then may TMA overwrite it.
     __syncthreads();

@@ -1,5 +1,6 @@
-// attn_03_warp_specialized.cu - rungs 3 and 4 of Chapter 6: attention with a producer warpgroup and two
-// consumer warpgroups (rung 3), and the consumers' products taking turns around their softmax (rung 4).
+// attn_03_warp_specialized.cu - rungs 3, 4 and 5 of Chapter 6: attention with a producer warpgroup and two
+// consumer warpgroups (rung 3), the consumers' products taking turns around their softmax (rung 4), and
+// each consumer's softmax overlapping its own second product (rung 5).
 // The problem is rung 2's (attn_02_one_warpgroup.cu): bf16 Q, K, V (B, H, S, d), fp32 accumulation,
 // bf16 O (B, H, S, d), fp32 LSE (B, H, S), causal or not, any S.
 // Block = 3 warpgroups (384 threads) per 128 query rows of one (batch, head):
@@ -18,7 +19,11 @@
 //                to give it (bar.arrive, 256). Every arrival is matched by a wait: with n0 <= n1 blocks,
 //                consumer 0 waits before block j > 0 and gives after each block; consumer 1 waits before
 //                block j < n0 and gives after block j while j + 1 < n0. No barrier is left half-arrived.
-// Run: chapters/ch06_attention/attention.py (model_check("warp specialized" or "ping-pong", ...), measure).
+//   INTRA 1 (rung 5, with PINGPONG 1): inside one consumer, softmax j no longer waits for P_{j-1} V_{j-1}:
+//                wgmma.wait_group 1 after the batch (S_j's group is the older one, and groups complete in
+//                order), softmax j on S_j, then wait_group 0, O rescaled, P_j packed. The register cost:
+//                P_{j-1}'s fragment stays live beside S_j while the softmax runs (BLOCK_N / 4 registers).
+// Run: chapters/ch06_attention/attention.py (model_check("warp specialized", "ping-pong" or "intra-warpgroup overlap", ...)).
 // judge: target=sm_90a features=wgmma,wgmma.rs,setmaxnreg,tma.load,mbarrier.wait
 #include "attention.cuh"
 
@@ -30,6 +35,9 @@
 #ifndef PINGPONG
 #define PINGPONG 0
 #endif
+#ifndef INTRA
+#define INTRA 0         // rung 5 (with PINGPONG 1): softmax j runs while P_{j-1} V_{j-1} is still in flight
+#endif
 #define BLOCK_M 64                            // query rows per consumer warpgroup
 #define CONSUMERS 2
 #define BOXES (HEAD_DIM / 64)
@@ -37,11 +45,11 @@
 #define KV_BYTES (BLOCK_N * HEAD_DIM * 2)
 #define BAR 2                                 // named barriers 2, 3: consumer c's turn (1 + c: its own sync)
 
-// ---- one consumer's softmax step on a block of scores (rung 2's, unchanged): mask, new maximum,
-// rescale factor, exponentials, running sum, O rescaled.
-template <int N, int D>
-__device__ __forceinline__ void softmax_step(float (&sc)[N], float (&o)[D], float (&m)[2], float (&lsum)[2],
-                                             int k0, int tile0, int row0, int S, int causal, float scale_log2) {
+// ---- one consumer's softmax on a block of scores (rung 2's): mask, new maximum, rescale factor alpha,
+// exponentials, running sum. It touches no O register: rung 5 runs it while a wgmma still adds into O.
+template <int N>
+__device__ __forceinline__ void softmax_scores(float (&sc)[N], float (&m)[2], float (&lsum)[2], float (&alpha)[2],
+                                               int k0, int tile0, int row0, int S, int causal, float scale_log2) {
   const int l = threadIdx.x % 32;
   if (k0 + 2 * N > S || (causal && k0 + 2 * N - 1 > tile0)) {    // a tail, or a block crossing the diagonal
 #pragma unroll
@@ -51,7 +59,7 @@ __device__ __forceinline__ void softmax_step(float (&sc)[N], float (&o)[D], floa
       if (key >= S || (causal && key > row)) sc[i] = ATTN_NEG_INF;
     }
   }
-  float alpha[2], mc[2];
+  float mc[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float mx = m[h];
@@ -70,6 +78,11 @@ __device__ __forceinline__ void softmax_step(float (&sc)[N], float (&o)[D], floa
     sc[i] = attn::ex2(fmaf(sc[i], scale_log2, -mc[h]));
     lsum[h] += sc[i];
   }
+}
+
+// O's rows moved to the new maximum. RULE (PTX ISA, wgmma.mma_async): not while a wgmma adds into O.
+template <int D>
+__device__ __forceinline__ void rescale(float (&o)[D], const float (&alpha)[2]) {
 #pragma unroll
   for (int i = 0; i < D; ++i) o[i] *= alpha[(i / 2) % 2];
 }
@@ -183,12 +196,31 @@ attn_warp_specialized(const __grid_constant__ TensorMap mapQ, const __grid_const
       attn::fence_operand(sc);
       wg::fence();
       qk(j);
+#if INTRA
+      wg::commit();                                          // S_j alone in the older group
+#endif
       if (with_pv) pv(j - 1, p);
       wg::commit();
       if (c == 0 ? j < other : j + 1 < other) turn_give(BAR + 1 - c);
-      wg::wait<0>();                                         // S_j is in registers, P_{j-1} V_{j-1} added
+      float alpha[2];
+#if INTRA
+      // Groups complete in order: wait<1> leaves only the newer group (P_{j-1} V_{j-1}) running, so S_j is
+      // in registers while the tensor cores still add into O. The softmax touches S, m and l only; O is
+      // rescaled, and P overwritten, after wait<0>.
+      if (with_pv) wg::wait<1>(); else wg::wait<0>();
+      attn::fence_operand(sc);                               // no read of S hoisted above the wait
+      softmax_scores(sc, m, lsum, alpha, j * BLOCK_N, q0 + BLOCK_M * c, row0, S, causal, scale_log2);
+      wg::wait<0>();
+      attn::fence_operand(o);                                // no rescale of O hoisted above the wait
       if (with_pv) release(j - 1);
-      softmax_step(sc, o, m, lsum, j * BLOCK_N, q0 + BLOCK_M * c, row0, S, causal, scale_log2);
+#else
+      wg::wait<0>();                                         // S_j is in registers, P_{j-1} V_{j-1} added
+      attn::fence_operand(sc);
+      attn::fence_operand(o);
+      if (with_pv) release(j - 1);
+      softmax_scores(sc, m, lsum, alpha, j * BLOCK_N, q0 + BLOCK_M * c, row0, S, causal, scale_log2);
+#endif
+      rescale(o, alpha);
 #pragma unroll
       for (int kk = 0; kk < BLOCK_N / 16; ++kk) attn::p_fragment(p[kk], sc, kk);
     };
@@ -212,7 +244,10 @@ attn_warp_specialized(const __grid_constant__ TensorMap mapQ, const __grid_const
       qk(j);
       wg::commit();
       wg::wait<0>();
-      softmax_step(sc, o, m, lsum, j * BLOCK_N, q0 + BLOCK_M * c, row0, S, causal, scale_log2);
+      attn::fence_operand(sc);                               // no read of S hoisted above the wait
+      float alpha[2];
+      softmax_scores(sc, m, lsum, alpha, j * BLOCK_N, q0 + BLOCK_M * c, row0, S, causal, scale_log2);
+      rescale(o, alpha);
       unsigned p[BLOCK_N / 16][4];
 #pragma unroll
       for (int kk = 0; kk < BLOCK_N / 16; ++kk) attn::p_fragment(p[kk], sc, kk);

@@ -99,7 +99,9 @@ __device__ __forceinline__ void mma_rs_n128_tb(float (&d)[64], const unsigned (&
 // is an asm statement that names no register, so it may move an FMUL that rescales O, or the packing of P,
 // past it: the wgmma then reads a register written after the fence (the CPU model reports it as
 // "wgmma-fence"; on the GPU it is a race). Pin every accumulator and fragment register in place first:
-// an empty asm volatile that reads and writes each one, as CUTLASS's warpgroup_fence_operand does.
+// an empty asm volatile that reads and writes each one, as CUTLASS's warpgroup_fence_operand does. The
+// same holds after wgmma.wait_group: pin the accumulators there too, so that no read of S (nor rescale of
+// O) is hoisted above the wait.
 template <int N>
 __device__ __forceinline__ void fence_operand(float (&r)[N]) {
 #pragma unroll

@@ -8,7 +8,7 @@ import pytest
 
 from chapters.ch06_attention import attention, online
 from judge.gpu import build
-from judge.model.errors import Hang
+from judge.model.errors import Hang, Violation
 
 pytest.importorskip("ml_dtypes")
 RUNG2 = "one warpgroup"
@@ -22,8 +22,8 @@ def test_rung2_matches_float64_on_the_cpu_model(B, H, S, d, causal):
     assert cl.ok, cl.message
 
 
-@pytest.mark.parametrize("name", ["warp specialized", "ping-pong"])
-def test_rungs_3_and_4_match_float64_on_the_cpu_model(name):
+@pytest.mark.parametrize("name", ["warp specialized", "ping-pong", "intra-warpgroup overlap"])
+def test_rungs_3_to_5_match_float64_on_the_cpu_model(name):
     # causal with 64-key blocks: consumer 0 of a 128-row tile needs one block fewer than consumer 1, and
     # waits for and releases the block it skips (else the producer would wait on its empty barrier forever)
     co, cl = attention.model_check(name, 1, 1, 330, 64, True, extra={"BLOCK_N": 64})
@@ -71,3 +71,12 @@ def test_the_timed_problems_hold_16k_tokens_and_count_flops_as_the_paper():
         full = 4.0 * p["batch"] * p["heads"] * p["seq_len"] ** 2 * p["head_dim"]
         assert attention.flops(p) == (full / 2 if p["causal"] else full)
 
+
+
+def test_rung5_rescaling_o_while_its_wgmma_runs_is_a_race_on_the_cpu_model():
+    # O rescaled (and pinned there) before wgmma.wait_group 0: P_{j-1} V_{j-1} may still add into it
+    b = _variant("      wg::wait<0>();\n      attn::fence_operand(o);                                // no rescale",
+                 "      rescale(o, alpha);\n      attn::fence_operand(o);\n      wg::wait<0>();\n      attn::fence_operand(o);  // no rescale",
+                 name="intra-warpgroup overlap")
+    with pytest.raises(Violation, match="wgmma-accumulator"):
+        attention.model_check("intra-warpgroup overlap", 1, 1, 300, 64, False, build=b)
