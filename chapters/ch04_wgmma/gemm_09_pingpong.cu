@@ -89,7 +89,7 @@ __device__ __forceinline__ void release(unsigned long long* empty_slot) {
 }
 
 // A k16 step's descriptor is the slice's first with its address field moved on by 32 bytes (+2 in the
-// field's 16-byte units), made with one 32-bit add (chapters/ch04_wgmma/gemm_fp8.cu: DESC_STEP, which
+// field's 16-byte units), made with one 32-bit add (chapters/ch05_blackwell/gemm_fp8.cu: DESC_STEP, which
 // says why, and the RULE that keeps the add inside bits 0-13). Each consumer here issues its slice's
 // eight wgmma alone, so what sits between two of them is on its critical path. Measured on the H200
 // (explore_h200.py round17, 2026-12-02, both orders, of cuBLAS bf16): 0.848 / 0.893 -> 0.869 / 0.913 at

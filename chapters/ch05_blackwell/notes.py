@@ -159,7 +159,7 @@ def fp8_why(counters: dict | None) -> str:
     return "\n".join(out)
 
 
-#: The counters pass's ledgers (judge.record.counters.LEDGERED) that section 4 reads, and what it calls them
+#: The counters pass's ledgers (counters.LEDGERED, this chapter's) that section 4 reads, and what it calls them
 LEDGERS = {"ch05.fp8_promote2": "PROMOTE=2 (descriptors stepped)",
            "ch05.fp8_promote2_anew": "PROMOTE=2, descriptors built anew",
            "ch05.cublas_fp8_default": "cuBLAS FP8, default (promoting)"}

@@ -233,6 +233,9 @@ def _row_exercises(f, row):
 #: the kinds of README row a figures.toml may declare: kind -> formatter(figures, row) -> [(what, figure)]
 ROW_KINDS = {"format": _row_format, "list": _row_list, "exercises": _row_exercises}
 FIGURES_FILE = "figures.toml"
+#: what a figures.toml may hold: its place in README's table, the sections it records, its README rows, and
+#: (a chapter's) the module that lists and launches its kernels for the counters pass (judge/record/counters.py)
+DECLARED_KEYS = ("order", "sections", "readme", "counters")
 
 
 def declarations() -> list[tuple[Path, dict]]:
@@ -244,9 +247,9 @@ def declarations() -> list[tuple[Path, dict]]:
     for path in files:
         if path.exists():
             decl = tomllib.loads(path.read_text())
-            unknown = set(decl) - {"sections", "readme", "order"}
+            unknown = set(decl) - set(DECLARED_KEYS)
             if unknown:
-                raise ValueError(f"{path}: unknown key(s) {sorted(unknown)}; allowed: sections, readme, order")
+                raise ValueError(f"{path}: unknown key(s) {sorted(unknown)}; allowed: {', '.join(DECLARED_KEYS)}")
             out.append((path, decl))
     return sorted(out, key=lambda d: d[1].get("order", 0))
 

@@ -1,7 +1,7 @@
 """Chapter 3 on an H200 in one go: every measurement of chapters/ch03_clusters/run.py and the grading
 of exercise dsmem_histogram (solution and fixtures), with a short table at the end.
 
-    PYTHONPATH=. PYTHONUNBUFFERED=1 python -m chapters.ch03_clusters.device_check [OUT_DIR]
+    PYTHONPATH=. PYTHONUNBUFFERED=1 python -m lab.ch03_device_check [OUT_DIR]
 
 Writes OUT_DIR/ch03.json (default $OUT or /tmp) with every figure. Needs an sm_90 GPU.
 """

@@ -1,6 +1,6 @@
-"""profile_one.py - one checked launch of a chapter-1 SGEMM at n^3, for a profiler to attach to.
+"""lab/ch01_profile_one.py - one checked launch of a chapter-1 SGEMM at n^3, for a profiler to attach to.
 
-    ncu -k regex:sgemm_tuned2 -s 1 -c 1 --section WarpStateStats python -m chapters.ch01_cp_async.profile_one \
+    ncu -k regex:sgemm_tuned2 -s 1 -c 1 --section WarpStateStats python -m lab.ch01_profile_one \
         sgemm_tuned2.cu '{"NQ": 4, "MIN_BLOCKS": 1}' 4096
 
 Launch 1 is a warm-up on fresh random inputs (C poisoned, checked against float64 on a 512-row

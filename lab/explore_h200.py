@@ -4,36 +4,36 @@ it, the transformer-projection shapes (ladder.SHAPES), its %globaltimer timeline
 counters of rung 9 (rung 8's are in the record). An exploration script: the figures the chapter shows come from the record
 run (python -m judge.record.hopper_run), which measures the same functions.
 
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 [--no-ncu]
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round2
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round3
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round4   # rung 10
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round5   # its cost
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round7   # FP8 half-slices
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round7 cluster   # clusters
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round8   # FP8 128 x 192
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round9   # feed, cuBLAS
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round10  # FP8 on cuBLAS's tiles
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round11  # FP8 turns
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round12  # FP8 GROUP_M
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round13  # FP8 stall ledger
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round14  # epilogue turns
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round15  # epilogue boxes
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round16  # descriptor steps
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round17  # bf16 steps
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round18  # PROMOTE=2 128x128
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round19  # epilogue ahead
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round20  # FP8 ping-pong
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round21  # FP8 stream-K
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round22  # STSM epilogue
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round23  # clock, power
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round24  # clusters of 4
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round25  # L2 traffic by kind
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round26  # L2 and GROUP_M
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round27  # L2 coalescer
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 round28  # 320x128 tiles
-    cd <repo> && PYTHONPATH=$PWD python -m chapters.ch04_wgmma.explore_h200 clockfit   # any machine: clock against traffic
-    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m chapters.ch04_wgmma.explore_h200 ledger ch05.fp8_promote2 ...
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 [--no-ncu]
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round2
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round3
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round4   # rung 10
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round5   # its cost
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round7   # FP8 half-slices
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round7 cluster   # clusters
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round8   # FP8 128 x 192
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round9   # feed, cuBLAS
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round10  # FP8 on cuBLAS's tiles
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round11  # FP8 turns
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round12  # FP8 GROUP_M
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round13  # FP8 stall ledger
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round14  # epilogue turns
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round15  # epilogue boxes
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round16  # descriptor steps
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round17  # bf16 steps
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round18  # PROMOTE=2 128x128
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round19  # epilogue ahead
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round20  # FP8 ping-pong
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round21  # FP8 stream-K
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round22  # STSM epilogue
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round23  # clock, power
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round24  # clusters of 4
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round25  # L2 traffic by kind
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round26  # L2 and GROUP_M
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round27  # L2 coalescer
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 round28  # 320x128 tiles
+    cd <repo> && PYTHONPATH=$PWD python -m lab.explore_h200 clockfit   # any machine: clock against traffic
+    cd <repo> && PYTHONPATH=$PWD OUT=/tmp/out python -m lab.explore_h200 ledger ch05.fp8_promote2 ...
 
 Logs and JSON go to $OUT (explore.json, explore.log); a short table is printed last.
 """
@@ -48,7 +48,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
+ROOT = HERE.parent
+CH4 = ROOT / "chapters" / "ch04_wgmma"     # the kernels the rounds change
+PATCHES = HERE / "patches"                 # the changes, as unified diffs
 OUT = Path(os.environ.get("OUT", "."))
 TOP, PP = "TMA store + L2 order", "ping-pong"
 
@@ -208,7 +210,7 @@ def round7() -> int:
 
     def build_of(d):
         if d.get("A_REGS"):
-            return fp8.edited_build(patch="explore_fp8_a_regs.patch", defines=d)
+            return fp8.edited_build(patch=PATCHES / "explore_fp8_a_regs.patch", defines=d)
         return build.compile(src, defines=d)
     builds = {k: build_of(d) for k, (_, d, _) in {**variants, **plain}.items()}
     fine_builds = {k: build_of({**d, "FINE": 1}) for k, (_, d, _) in variants.items()}
@@ -268,7 +270,7 @@ def round8() -> int:
     fp8.FP8_TILE[3], fp8.FP8_STAGES[3], fp8.FP8_CLUSTER[3] = (128, 192), 5, 1
     plain_bytes = fp8.fp8_shared_bytes
     fp8.fp8_shared_bytes = lambda p=0: 5 * 320 * 128 + 2 * 64 * 64 * 2 + 1024 if p == 3 else plain_bytes(p)
-    builds = {2: fp8.wgmma_fp8_build(2), 3: fp8.edited_build(patch="explore_fp8_part192.patch", defines=D192)}
+    builds = {2: fp8.wgmma_fp8_build(2), 3: fp8.edited_build(patch=PATCHES / "explore_fp8_part192.patch", defines=D192)}
     res = {"smi": [smi()]}
     for n in (4096, 6144, 8192):
         timed = _fp8_timed(fp8, n, {"promote2 256": fp8.fp8_launcher(n, n, n, build=builds[2], promote=2),
@@ -413,7 +415,7 @@ def round11() -> int:
     from chapters.ch05_blackwell import fp8
     t0 = time.time()
     builds = {"promote2": (fp8.wgmma_fp8_build(2), 2),
-              "promote2 turns": (fp8.edited_build(patch="explore_fp8_turns.patch",
+              "promote2 turns": (fp8.edited_build(patch=PATCHES / "explore_fp8_turns.patch",
                                                   defines={"PROMOTE": 2, "TURNS": 1}), 2)}
     return _fp8_runs(fp8, builds, "round11.json", t0)
 
@@ -443,8 +445,8 @@ def sass_ledger(kid: str, kernel: str, log_dir: Path, regex: bool = False) -> di
     (judge.record.counters.ledger_one: SourceCounters, warp samples per SASS instruction and kind; the CSV kept
     in log_dir)."""
     from judge.record import counters
-    return counters.ledger_one({"id": kid, "kernel": kernel, "regex": regex}, log_dir, counters._ncu() or "ncu",
-                               timeout=300)
+    k = next(k for k in counters.kernels() if k["id"] == kid)          # the chapter module that launches it
+    return counters.ledger_one({**k, "kernel": kernel, "regex": regex}, log_dir, counters._ncu() or "ncu", timeout=300)
 
 
 def round13() -> int:
@@ -511,7 +513,7 @@ def round15() -> int:
     soon as it is written, two 8 KiB buffers per consumer) against the epilogue in 64 x 128 halves, for the
     plain kernel, PROMOTE=2 and PROMOTE=1 (with its epilogue turns), interleaved with torch._scaled_mm's two
     paths at 4096^3 and 8192^3, twice."""
-    return _fp8_changed("round15.json", "boxes", patch="explore_fp8_boxes.patch")
+    return _fp8_changed("round15.json", "boxes", patch=PATCHES / "explore_fp8_boxes.patch")
 
 
 def round16() -> int:
@@ -541,7 +543,7 @@ def stepped_build(ladder, name: str):
     edited in memory (the helper put before the first kernel)."""
     from judge.gpu import build as _b
     r = ladder.rung(name)
-    path = HERE / r["file"]
+    path = CH4 / r["file"]
     text = path.read_text()
     old, new = STEPPED[name]
     if text.count(old) != 1:
@@ -590,7 +592,7 @@ def round18() -> int:
     for turns in (0, 1):
         for group in (16, 8):
             builds[f"promote2 128 t{turns} g{group}"] = (fp8.edited_build(
-                patch="explore_fp8_128.patch", defines={**small, "GROUP_M": group, "EPI_TURNS": turns}), 6)
+                patch=PATCHES / "explore_fp8_128.patch", defines={**small, "GROUP_M": group, "EPI_TURNS": turns}), 6)
     return _fp8_runs(fp8, builds, "round18.json", t0)
 
 
@@ -603,7 +605,7 @@ def round19() -> int:
     patch's header)."""
     from chapters.ch05_blackwell import fp8
     t0 = time.time()
-    patch = "explore_fp8_ahead.patch"
+    patch = PATCHES / "explore_fp8_ahead.patch"
     builds = {}
     for name, level in (("kernel", 0), ("promote2", 2), ("promote1", 1)):
         builds[f"{name} as is"] = (fp8.wgmma_fp8_build(level), level)
@@ -625,8 +627,8 @@ def pingpong_fp8_build(defines: dict | None = None):
     from judge.grading.patches import apply_patch
     d = defines or {}
     fp8.FP8_TILE[7], fp8.FP8_STAGES[7], fp8.FP8_CLUSTER[7] = (128, 128), 6, int(d.get("CLUSTER", 2))
-    path = HERE / "gemm_09_pingpong.cu"
-    diff = (HERE / "explore_fp8_pingpong.patch").read_text()
+    path = CH4 / "gemm_09_pingpong.cu"
+    diff = (PATCHES / "explore_fp8_pingpong.patch").read_text()
     text = apply_patch(path.read_text(), diff[diff.index("--- a/"):], "explore_fp8_pingpong.patch")
     return _b.compile(_b.inline_headers(text, path), target="sm_90a", defines=d or None, name=path.name)
 
@@ -660,7 +662,7 @@ def sk_plan(M: int, N: int, K: int, blocks: int, min_slices: int | None = None, 
 def sk_build(promote: int = 2, fine: bool = False, edits=()):
     """gemm_fp8.cu with explore_fp8_sk.patch, STREAM_K=1: PROMOTE=2 (no cluster) or the plain kernel (clusters of 2)."""
     from chapters.ch05_blackwell import fp8
-    return fp8.edited_build(edits, patch="explore_fp8_sk.patch",
+    return fp8.edited_build(edits, patch=PATCHES / "explore_fp8_sk.patch",
                             defines={"STREAM_K": 1, **({"PROMOTE": promote} if promote else {}),
                                      **({"FINE": 1} if fine else {})})
 
@@ -744,7 +746,7 @@ def round22() -> int:
     half instead of 32 STS) against 32-bit st.shared, for the plain kernel, PROMOTE=2 and PROMOTE=1, interleaved with
     torch._scaled_mm's two paths at 4096^3 and 8192^3, twice. Measured on the H200 (2026-12-02): within 0.5 % either
     way (the figures are in the patch's header)."""
-    return _fp8_changed("round22.json", "stsm", patch="explore_fp8_stsm.patch")
+    return _fp8_changed("round22.json", "stsm", patch=PATCHES / "explore_fp8_stsm.patch")
 
 
 def round4() -> int:
@@ -792,7 +794,7 @@ def stress(name: str, n: int, launches: int = 20) -> int:
 
 def child(args, timeout):
     try:
-        p = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout,
+        p = subprocess.run([sys.executable, "-m", "lab.explore_h200", *args], capture_output=True, text=True, timeout=timeout,
                            start_new_session=True)
         return p.returncode, (p.stdout + p.stderr[-1500:] if p.returncode else p.stdout)
     except subprocess.TimeoutExpired as e:
@@ -947,11 +949,10 @@ def add_r26(ladder) -> list[str]:
 
 def l2_child(name: str, n: int) -> int:
     """Under ncu: one checked launch of a ladder kernel or round26 variant (counters' own child)."""
-    from chapters.ch04_wgmma import ladder
-    from judge.record import counters
+    from chapters.ch04_wgmma import counters, ladder
     add_r26(ladder)
     add_tall(ladder)
-    counters._run_ch04(name, n)
+    counters.run({"label": name, "n": n})
     return 0
 
 
@@ -963,7 +964,7 @@ def l2_profile(name: str, kernel: str, n: int, log_dir: Path, metrics=L2_METRICS
     row = {"name": name, "n": n}
     for _ in range(2):
         cmd = counters.ncu_command("x", kernel, mets, log, counters._ncu() or "ncu", ())[:-4]
-        cmd += [str(HERE / "explore_h200.py"), "l2child", name, str(n)]
+        cmd += ["-m", "lab.explore_h200", "l2child", name, str(n)]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=counters._child_env())
         text = log.read_text(errors="replace") if log.exists() else ""
         parsed = counters.parse_raw_csv(text) or counters.parse_raw_csv(p.stdout)
@@ -1063,8 +1064,8 @@ def tall_build(edits=()):
     compiled for sm_90a under rung 8's file name."""
     from judge.gpu import build as _b
     from judge.grading.patches import apply_patch
-    path = HERE / "gemm_08_tma_store.cu"
-    diff = (HERE / "explore_tall.patch").read_text()
+    path = CH4 / "gemm_08_tma_store.cu"
+    diff = (PATCHES / "explore_tall.patch").read_text()
     text = apply_patch(path.read_text(), diff[diff.index("--- a/"):], "explore_tall.patch")
     for old, new in edits:
         if text.count(old) != 1:
@@ -1203,7 +1204,7 @@ def main() -> int:
     checks = {}
     for name in (PP,):
         try:
-            p = subprocess.run([sys.executable, str(HERE / "ladder.py"), "check", name], capture_output=True,
+            p = subprocess.run([sys.executable, "-m", "chapters.ch04_wgmma.ladder", "check", name], capture_output=True,
                                text=True, timeout=120, start_new_session=True)
             say(p.stdout.rstrip() or p.stderr[-2000:])
             checks[name] = "ok" if p.returncode == 0 and "WRONG" not in p.stdout else "FAILED"
@@ -1260,7 +1261,7 @@ def main() -> int:
                 "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio")
         try:
             p = subprocess.run(["ncu", "--target-processes", "all", "-k", "regex:^gemm_pingpong$", "-c", "1",
-                                "--clock-control", "none", "--metrics", mets, sys.executable, __file__, "once", best],
+                                "--clock-control", "none", "--metrics", mets, sys.executable, "-m", "lab.explore_h200", "once", best],
                                capture_output=True, text=True, timeout=120, start_new_session=True)
             say("NCU", best, "\n".join(x for x in p.stdout.splitlines() if "__" in x or "ONCE" in x)[-2500:],
                 p.stderr[-500:])

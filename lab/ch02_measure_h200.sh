@@ -1,7 +1,7 @@
 #!/bin/bash
-# measure_h200.sh - chapter 1-2 measurements beyond the notebooks: the topic kernels of chapter 2
+# lab/ch02_measure_h200.sh - chapter 1-2 measurements beyond the notebooks: the topic kernels of chapter 2
 # (chapters/ch02_tma/topics.py) and ncu's shared-memory wavefront counters (chapters/ch01_cp_async/wavefronts.py).
-# Run on an H200 from the repository root: bash chapters/ch02_tma/measure_h200.sh OUT_DIR
+# Run on an H200 from the repository root: bash lab/ch02_measure_h200.sh OUT_DIR
 set -u
 OUT_DIR=${1:-/tmp/ch02_measure}
 mkdir -p "$OUT_DIR"

@@ -3,8 +3,8 @@ against cuBLAS bf16 in the same process, the instrumented timeline and its cost,
 ws_gemm's solution and fixtures graded by the engine (judge.grading.grade.check: a child process each,
 so that a hang is a verdict).
 
-    PYTHONPATH=. python -m chapters.ch04_wgmma.device_run          # prints a table; details in $OUT
-    PYTHONPATH=. python -m chapters.ch04_wgmma.device_run top      # the best rung, its variants, the timeline
+    PYTHONPATH=. python -m lab.ch04_device_run          # prints a table; details in $OUT
+    PYTHONPATH=. python -m lab.ch04_device_run top      # the best rung, its variants, the timeline
 
 Results go to $OUT/ch04_device.json (or ./ch04_device.json).
 """
@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
+ROOT = HERE.parent
 EX = ROOT / "exercises" / "ws_gemm"
 OUT = Path(os.environ.get("OUT", "."))
 
@@ -27,7 +27,7 @@ OUT = Path(os.environ.get("OUT", "."))
 def child(args, timeout):
     """Run this script with `args` in a fresh process (own session); (returncode | 'HANG', output)."""
     try:
-        p = subprocess.run([sys.executable, __file__, *args], check=False, capture_output=True,
+        p = subprocess.run([sys.executable, "-m", "lab.ch04_device_run", *args], check=False, capture_output=True,
                            text=True, timeout=timeout, start_new_session=True,
                            env={**os.environ, "PYTHONPATH": str(ROOT)})
         return p.returncode, (p.stdout + p.stderr)[-3000:]

@@ -1,8 +1,8 @@
-"""measure_h200.py - every figure of the SGEMM baselines, the tuned SGEMM, the fast TMA copy and
+"""lab/ch01_measure_h200.py - every figure of the SGEMM baselines, the tuned SGEMM, the fast TMA copy and
 the planned TMA descriptor, in one run on an H200 (development runs; the notebooks record the
 course's figures through judge.record.write).
 
-    PYTHONPATH=. PYTHONUNBUFFERED=1 python -m chapters.ch01_cp_async.measure_h200 [sections...]
+    PYTHONPATH=. PYTHONUNBUFFERED=1 python -m lab.ch01_measure_h200 [sections...]
 
 Sections: probe, epilogue, sweep, table, copy, mix (default: all), zeros (only when named). Results go to
 $OUT/measure_h200.json (or ./measure_h200.json) and a short table is printed last.
@@ -18,7 +18,7 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 from chapters.ch01_cp_async import sgemm  # noqa: E402
 from chapters.ch02_tma import run as ch02  # noqa: E402
