@@ -154,16 +154,6 @@ attn_one_warpgroup(const __grid_constant__ TensorMap mapQ, const __grid_constant
 
   // ---- epilogue: O / l, LSE = (m * c + log2 l) * ln 2 (natural log, as a backward pass reads it)
   const size_t head = (size_t)bh * S;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float lt = attn::quad_sum(lsum[h]);
-    const float inv = lt > 0.f ? 1.f / lt : 0.f;     // a row with no key at all: O = 0, LSE = -inf
-#pragma unroll
-    for (int i = 0; i < HEAD_DIM / 2; ++i)
-      if ((i / 2) % 2 == h) o[i] *= inv;
-    const int row = row0 + 8 * h;
-    if (l % 4 == 0 && row < S)
-      LSE[head + row] = lt > 0.f ? (m[h] * scale_log2 + attn::lg2(lt)) * 0.69314718055994531f : ATTN_NEG_INF;
-  }
+  attn::finish(o, m, lsum, row0, S, scale_log2, LSE + head);
   wg::store_fragment_bf16(o, O + head * HEAD_DIM, S, HEAD_DIM, q0, 0);
 }

@@ -115,6 +115,27 @@ __device__ __forceinline__ void fence_operand(unsigned (&r)[N][4]) {
     for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j]) :: "memory");
 }
 
+// The end of a consumer's rows: O divided by the row's sum l (a row that saw no key: O = 0), and the
+// log-sum-exp in natural log, LSE = (m c + log2 l) ln 2 (-inf for a row that saw no key), written by one
+// thread of each quad for rows row0 and row0 + 8 below S. lsum is this thread's share of l (quad-reduced
+// here), m the raw scores' maximum, lse_head the head's LSE row (B, H, S layout).
+template <int D>
+__device__ __forceinline__ void finish(float (&o)[D], const float (&m)[2], const float (&lsum)[2], int row0, int S,
+                                       float scale_log2, float* lse_head) {
+  const int l = threadIdx.x % 32;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float lt = quad_sum(lsum[h]);
+    const float inv = lt > 0.f ? 1.f / lt : 0.f;
+#pragma unroll
+    for (int i = 0; i < D; ++i)
+      if ((i / 2) % 2 == h) o[i] *= inv;
+    const int row = row0 + 8 * h;
+    if (l % 4 == 0 && row < S)
+      lse_head[row] = lt > 0.f ? (m[h] * scale_log2 + lg2(lt)) * 0.69314718055994531f : ATTN_NEG_INF;
+  }
+}
+
 // Chosen by the accumulator's size (32 registers: head dim 64; 64: head dim 128).
 __device__ __forceinline__ void mma_pv(float (&d)[32], const unsigned (&a)[4], unsigned long long b) { mma_rs_n64_tb(d, a, b); }
 __device__ __forceinline__ void mma_pv(float (&d)[64], const unsigned (&a)[4], unsigned long long b) { mma_rs_n128_tb(d, a, b); }
