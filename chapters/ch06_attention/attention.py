@@ -1,12 +1,14 @@
 """Host side of Chapter 6's attention ladder: build, run on the CPU model or a GPU, check, time.
 
     from chapters.ch06_attention import attention
-    [r["name"] for r in attention.RUNGS]                      # the kernel rungs, in order
+    [r["name"] for r in attention.RUNGS]                      # the kernel rungs 2 to 5, in order
     attention.build_rung("one warpgroup", head_dim=64).sass   # any machine: NVRTC -> sm_90a -> SASS
     attention.model_check("one warpgroup", B=1, H=2, S=200, d=64, causal=True)   # any machine: the CPU model
+    attention.model_check("ping-pong", 1, 1, 330, 64, True, extra={"BLOCK_N": 64})  # a define changed for the run
     attention.check_rung("one warpgroup", 2, 4, 1000, 128, causal=False)        # an H200, against float64
     rows = attention.measure()                                 # an H200: every rung and SDPA backend, one run
     python -m chapters.ch06_attention.attention               # an H200: checks and the table (device script)
+    python -m chapters.ch06_attention.counters --list          # what the record's counters pass profiles
 
 The problem. O = softmax(Q K^T / sqrt(d)) V per (batch, head), with the log-sum-exp of every query row
 (LSE = log sum_j exp(q.k_j / sqrt(d)), natural log, what a backward pass reads). Q, K, V are bf16 tensors
