@@ -276,5 +276,6 @@ def complete(m, mma, ins):
     # warpgroup observes that the operands were read, so any of them may hand the buffers back
     checks.join(m, full, full)
     # by identity: list.remove compares with ==, which on two pending ops' dicts compares NumPy arrays and
-    # raises as soon as the op completed is not the first in the list (wait_group 1 with two groups pending)
+    # raises as soon as the op completed is not the first in the list (another warpgroup's op pending before it:
+    # tests/model/test_model_wgmma_groups.py)
     m.wg_ops[:] = [o for o in m.wg_ops if o is not mma]
