@@ -6,6 +6,7 @@
 // 64 query rows each. What you write: each consumer's step per key block, between the product S = Q K^T
 // and the release of the slot, and the final normalization. README.md states the rules.
 // Check it: python practice/judge.py check attention_softmax
+// judge: target=sm_90a features=wgmma,wgmma.rs,setmaxnreg,tma.load,mbarrier.wait
 #include "attention.cuh"
 
 #define HEAD_DIM 64

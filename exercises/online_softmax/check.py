@@ -15,7 +15,8 @@ and each exponent's argument (score - m, m_old - m_new) is rounded too, an absol
 where only arguments above -745 matter (below, exp is 0 in float64): at most 745 u per subtraction, one per
 block a term passes through, which becomes a relative error of the term. out = acc / l doubles the lot,
 relative to the sum of |terms|: atol[i, c] = (4 (N + 3 blocks + 8) + 4 * 745 (blocks + 1)) u (P |V|)[i, c]
-with P the exact softmax; lse = m + log(l) the same in absolute terms plus 4 u |lse|. Any of the mistakes the
+with P the exact softmax, plus 4 (N + 3 blocks + 8) times 2^-1074 (in the subnormal range a rounding errs by
+half of 2^-1074 absolutely, whatever the value); lse = m + log(l) the same in absolute terms plus 4 u |lse|. Any of the mistakes the
 fixtures make errs by a share of |out| (or gives NaN or inf), many orders above.
 """
 
@@ -44,7 +45,8 @@ class Expected:
         self.lse = np.where(masked, -np.inf, m + np.log(np.where(masked, 1.0, l)))
         blocks = -(-N // block)
         gamma = (4 * (N + 3 * blocks + 8) + 4 * 745 * (blocks + 1)) * U
-        self.atol_out = gamma * (p @ np.abs(v))
+        # below 2^-1022 a rounding errs by up to half of 2^-1074 absolutely, not relatively: one such per step
+        self.atol_out = gamma * (p @ np.abs(v)) + 4 * (N + 3 * blocks + 8) * 2.0 ** -1074
         self.atol_lse = gamma + 4 * U * np.abs(np.where(masked, 0.0, self.lse))
         self.masked = masked
 
