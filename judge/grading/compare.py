@@ -109,17 +109,19 @@ def _points(mask_or_idx, g, r, show):
     return out
 
 
-def elementwise_limit(r64: np.ndarray, rtol: float, atol: float, norm_tol: float | None) -> np.ndarray:
+def elementwise_limit(r64: np.ndarray, rtol: float, atol: float, norm_tol: float | None,
+                      norm_failed: bool = True) -> np.ndarray:
     """Each element's own limit on |got - ref|: atol + rtol * |ref|, the case's tolerance.
 
-    A norm-only comparison (rtol = atol = inf) has no elementwise limit of its own; there the limit is
-    derived from norm_tol: norm_tol * rms(ref), the largest error every element could have at once with
-    the relative error norm still within norm_tol (n elements each off by norm_tol * ||ref|| / sqrt(n)
-    make an error norm of exactly norm_tol * ||ref||). So when the norm fails, at least one element is
-    counted wrong, and an element counts as wrong only when it alone is beyond its share."""
+    A norm-only comparison (rtol = atol = inf) has no elementwise limit of its own; once its norm has
+    failed, the limit there is derived from norm_tol: norm_tol * rms(ref), the largest error every
+    element could have at once with the relative error norm still within norm_tol (n elements each off
+    by norm_tol * ||ref|| / sqrt(n) make an error norm of exactly norm_tol * ||ref||). So a failed norm
+    names at least one element, and an element counts as wrong only when it alone is beyond its share.
+    While the norm holds, such a comparison has no elementwise limit (inf)."""
     # rtol * |ref| where ref != 0: rtol = inf must not make inf * 0 = NaN of an exact zero
     lim = atol + np.multiply(rtol, np.abs(r64), where=r64 != 0, out=np.zeros_like(r64))
-    if norm_tol is not None:
+    if norm_tol is not None and norm_failed:
         share = norm_tol * float(np.sqrt(np.mean(np.square(r64)))) if r64.size else 0.0
         lim = np.where(np.isinf(lim), share, lim)
     return lim
@@ -149,11 +151,12 @@ def compare(got, ref, *, rtol: float = 1e-5, atol: float = 1e-6, norm_tol: float
         g64 = g.astype(np.float64)
         r64 = r.astype(np.float64)
         diff = np.abs(g64 - r64)
-        bad = ~(diff <= elementwise_limit(r64, rtol, atol, norm_tol)) & ~unwritten   # NaN is bad
         denom = float(np.linalg.norm(r64.ravel()))
         num = float(np.linalg.norm(np.nan_to_num(g64 - r64, nan=np.inf).ravel()))
         rel = num / denom if denom > 0 else num
         norm_ok = norm_tol is None or rel <= norm_tol
+        lim = elementwise_limit(r64, rtol, atol, norm_tol, norm_failed=not norm_ok)
+        bad = ~(diff <= lim) & ~unwritten                # NaN compares False, so NaN is bad
         if not norm_ok and not bad.any() and not unwritten.any():
             # every element within its own limit, the norm not: show where the error is largest
             flat = np.argsort(-np.nan_to_num(diff, nan=np.inf), axis=None, kind="stable")[:show]

@@ -130,3 +130,10 @@ def test_integer_poison_is_unwritten_not_wrong():
     got[5] = 0
     c = compare.compare(got, ref)
     assert (c.n_unwritten, c.n_bad) == (1, 1) and c.first_unwritten[0][0] == (2,) and c.first_wrong[0][0] == (5,)
+
+
+def test_a_norm_only_comparison_that_holds_counts_no_element_wrong():
+    ref = np.ones(100)
+    got = ref.copy()
+    got[0] += 5e-3                                       # beyond norm_tol * rms alone, the norm still within
+    assert compare.compare(got, ref, rtol=np.inf, atol=np.inf, norm_tol=1e-3).ok
