@@ -434,13 +434,14 @@ def place(mod: Module, ins: Instr, learner: str) -> str:
 
     k.cu:8                                              the learner's own line
     k.cu:44 (in load_tile, inlined at line 74)          a function of the learner's file, inlined
-    judge/include/tma.cuh:62 (in tma::mbar_init), called from k.cu:4
-    judge/include/tma.cuh:96 (in tma::try_wait, called from line 106 in tma::wait), called from k.cu:7
-    judge/include/tma.cuh:84 (in tma::arrive), called from k.cu:40 (in produce, inlined at line 74)
+    k.cu:4, through judge/include/tma.cuh:62 (in tma::mbar_init)
+    k.cu:7, through judge/include/tma.cuh:96 (in tma::try_wait, called from line 106 in tma::wait)
+    k.cu:40 (in produce, inlined at line 74), through judge/include/tma.cuh:84 (in tma::arrive)
     judge/include/tma.cuh:62 (in tma::mbar_init; inside the header: the PTX names no line that called it)
 
-    A line inside a header is the header's (its path and line), never the learner file's; the learner's
-    line that called into it comes from the `.loc ... inlined_at` chain when the PTX gives one."""
+    The learner's line comes first, where the PTX names one: it is the line to look at. A line inside a
+    header is the header's (its path and line), never the learner file's; the learner's line that called
+    into it comes from the `.loc ... inlined_at` chain when the PTX gives one."""
     if not ins.loc:
         return ""
     funcs = tuple(ins.funcs) + ("",) * (len(ins.loc) - len(ins.funcs))
@@ -472,5 +473,5 @@ def place(mod: Module, ins: Instr, learner: str) -> str:
         return text + (f" ({', '.join(detail[:-1])}; {detail[-1]})" if len(detail) > 1
                        else f" ({detail[0]})" if detail else "")
     _, lm, fnm = frames[mine]
-    return text + (f" ({', '.join(detail)})" if detail else "") + f", called from {learner}:{lm}" \
-        + inlined(fnm, frames[mine + 1:])
+    return f"{learner}:{lm}" + inlined(fnm, frames[mine + 1:]) + f", through {text}" \
+        + (f" ({', '.join(detail)})" if detail else "")
