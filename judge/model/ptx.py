@@ -429,6 +429,34 @@ def file_label(path: str, learner: str) -> str:
     return _label(path, learner)[0]
 
 
+def learner_lines(mod: Module, ins: Instr, learner: str) -> list[int]:
+    """The lines of the learner's file in this instruction's source chain, innermost first (its own
+    line, then the lines of the learner's functions that were inlined into each other)."""
+    return [int(ln) for f, ln in ins.loc or () if _label(mod.files.get(f, f"file {f}"), learner)[0] == learner]
+
+
+def learner_line(mod: Module, ins: Instr, learner: str) -> int | None:
+    """The line of the learner's file this instruction came from (directly or through the header
+    functions it called), or None when the PTX names none."""
+    lines = learner_lines(mod, ins, learner)
+    return lines[0] if lines else None
+
+
+def source_lines(source: str, learner: str) -> dict[int, str]:
+    """The learner's own lines (number -> text) in a build's inlined source (judge.gpu.build.inline_headers:
+    the file's text with each header put in place between `#line N "path"` markers)."""
+    out, line, mine = {}, 1, True
+    for text in source.splitlines():
+        hit = re.match(r'\s*#line\s+(\d+)\s+"([^"]*)"', text)
+        if hit:
+            line, mine = int(hit.group(1)), PurePosixPath(hit.group(2)).name == learner
+            continue
+        if mine:
+            out[line] = text
+        line += 1
+    return out
+
+
 def place(mod: Module, ins: Instr, learner: str) -> str:
     """The source line an instruction came from, in words, innermost first; "" when the PTX has no .loc.
 
