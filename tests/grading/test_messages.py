@@ -95,3 +95,11 @@ def test_a_file_of_another_exercise_is_recognised_and_named(tmp_path):
     other.write_text("x = 1\n")
     r = _missing(tmp_path, "setmaxnreg_split", other)
     assert r.message.startswith("notes.py (checked as setmaxnreg_split's regalloc.py) defines no function cta_pool"), r
+
+
+def test_a_result_s_plain_text_names_its_figures_without_the_machine_s_path():
+    # a notebook stores this text beside the HTML: it once held figures=['/tmp/judge-figures-.../timeline.png']
+    from judge.grading.result import Result
+    r = Result(Verdict.PASS, "right on 48 cases", figures=["/tmp/judge-figures-pipeline_timeline-5179/timeline.png"],
+               exercise="pipeline_timeline")
+    assert repr(r) == "Result([pipeline_timeline] PASS: right on 48 cases; figures: timeline.png)"
