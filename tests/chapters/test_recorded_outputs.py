@@ -31,12 +31,12 @@ DATA_URI = re.compile(r"data:[\w/+.-]+;base64,[A-Za-z0-9+/=\s]+")
 #: (notebook, kind, sha256 of the output's text): fixed in the code, replaced by the next record run
 UNTIL_RECORD = {
     # judge.grading.result.Result's plain-text repr showed the figure's temporary path (now its file name)
-    ("01_cp_async.ipynb", "machine path", "405f81e3fe4caf4b"),
-    # chapters/04_wgmma/issue_rate.draw_fed made a pyplot figure, shown by display() and again at the cell's end
-    ("04_wgmma.ipynb", "the same picture twice", "b35034be709aa5b9"),
-    # torch.profiler's warning about clearing events each cycle (chapters/05_blackwell/fp8._kernel_names)
-    ("05_blackwell.ipynb", "machine path", "b0f3420f1d0fbb40"),
-    ("05_blackwell.ipynb", "warning", "b0f3420f1d0fbb40"),
+    ("ch01_cp_async.ipynb", "machine path", "405f81e3fe4caf4b"),
+    # chapters/ch04_wgmma/issue_rate.draw_fed made a pyplot figure, shown by display() and again at the cell's end
+    ("ch04_wgmma.ipynb", "the same picture twice", "b35034be709aa5b9"),
+    # torch.profiler's warning about clearing events each cycle (chapters/ch05_blackwell/fp8._kernel_names)
+    ("ch05_blackwell.ipynb", "machine path", "b0f3420f1d0fbb40"),
+    ("ch05_blackwell.ipynb", "warning", "b0f3420f1d0fbb40"),
 }
 
 
