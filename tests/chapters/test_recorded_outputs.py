@@ -97,7 +97,7 @@ def test_stored_outputs_hold_no_machine_path_no_picture_twice_and_no_warning(pat
     gone = {e for e in UNTIL_RECORD if e[0] == path.name} - {(path.name, k, d) for k, d, _, _ in found}
     if gone:
         warnings.warn(f"UNTIL_RECORD entries that match no output of {path.name} any more (take them out): "
-                      f"{sorted(gone)}")
+                      f"{sorted(gone)}", stacklevel=1)
 
 
 def test_the_checks_find_what_they_are_for():
