@@ -46,7 +46,7 @@ def figures(section: str, key):
         saved = json.loads(EXPLORED.read_text())
         got = {k: saved.get(k) for k in key} if isinstance(key, tuple) else saved.get(key)
         if got is not None and not (isinstance(key, tuple) and None in got.values()):
-            return got, "measured on an H200 on 2026-11-30 by chapters/ch02_tma/measure_h200.sh (topics_h200.json)"
+            return got, "measured on an H200 on 2026-11-30 by python -m chapters.ch02_tma.topics (topics_h200.json)"
     return None, "(not recorded yet on an H200)"
 
 
