@@ -12,7 +12,6 @@ The notebook chapters/ch03_clusters.ipynb and tests/chapters/ch03_clusters/ call
     ch03.cluster_sum(), ch03.early_exit()     # the DSMEM reduction, and the rule broken
     ch03.dsmem_latency(), ch03.dsmem_bandwidth()
     ch03.histogram(), ch03.multicast()        # multicast(flush=False): operands already in L2
-    python -m lab.ch03_device_check OUT   # all of it on an H200, figures to OUT/ch03.json
 
 Every GPU function draws fresh random inputs, poisons its outputs (judge.grading.compare.poison), checks
 every launch by synchronizing and compares against a float64 (or exact integer) reference before
