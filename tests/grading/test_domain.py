@@ -33,6 +33,24 @@ def test_every_class_holds_in_the_cases_of_any_seed_within_the_statement(eid):
     assert drawn[0] != drawn[1]
 
 
+@pytest.mark.parametrize("eid", GPU)
+def test_every_class_is_drawn_often_enough_that_a_check_never_runs_out(eid):
+    """Each class holds in 2 % or more of the candidates drawn for it (its pin within free, under max_cost):
+    the draw tries 1,500 of them (then up to 30,000), so a class that holds rarely would, now and then, make
+    a check fail to draw its cases. A narrow class gets a pin."""
+    ex = exercise.get(eid)
+    rng = np.random.default_rng(0)
+    for cls in ex.domain.classes:
+        spec = {**ex.domain.free, **cls.pin}
+        hits = 0
+        for _ in range(500):
+            case = domain._complete(ex.domain, domain._draw_free(spec, rng), ex.model.max_blocks)
+            hits += (domain.holds(cls, domain.values(ex.domain, case, ex.model.max_blocks))
+                     and (not ex.domain.max_cost
+                          or domain.cost(ex.domain, case, ex.model.max_blocks) <= ex.domain.max_cost))
+        assert hits >= 10, f"{eid}: {cls.name!r} held in {hits} of 500 draws: pin it"
+
+
 @pytest.mark.parametrize("eid", [e for e in GPU if exercise.get(e).cases.list])
 def test_the_h200_cases_hold_every_class_but_the_models_own(eid):
     ex = exercise.get(eid)
