@@ -29,7 +29,7 @@ from pathlib import Path
 
 from judge import config
 
-#: where each studied survivor is explained: "exercise:operator:line" = "why"
+#: where each studied survivor is explained: "exercise:operator:the line's code:the text replaced" = "why"
 EXPLAINED = config.ROOT / "docs" / "mutations.toml"
 
 KILLED = ("WRONG", "HANG", "CRASH", "MISSING FEATURE")
@@ -49,10 +49,13 @@ class Mutant:
     after: str           # what replaced it
     needs: str           # the class of cases that tells it from the solution
     source: str          # the whole mutated file
+    site: str = ""       # the solution's line as written (its code, stripped)
 
     @property
     def key(self) -> str:
-        return f"{self.exercise}:{self.operator}:{self.line}:{self.before.strip()}"
+        """How docs/mutations.toml names it: the exercise, the operator, the solution's line and the text
+        replaced (the line's text, not its number, so that an edit elsewhere in the file keeps the key)."""
+        return f"{self.exercise}:{self.operator}:{self.site}:{self.before.strip()}"
 
 
 def _code_part(line: str) -> tuple[str, str]:
@@ -178,10 +181,13 @@ def mutants(ex, only: str | None = None) -> list[Mutant]:
     src = ex.solution_path.read_text()
     lines = src.splitlines(keepends=True)
     out, seen = [], set()
+    met: dict[str, int] = {}
     for i, line in enumerate(lines):
         if _skip(line):
             continue
         code, comment = _code_part(line)
+        met[code.strip()] = met.get(code.strip(), 0) + 1
+        site = code.strip() + (f" (its {met[code.strip()]}th occurrence)" if met[code.strip()] > 1 else "")
         for name, (needs, fn) in OPERATORS.items():
             if only and name != only:
                 continue
@@ -194,7 +200,7 @@ def mutants(ex, only: str | None = None) -> list[Mutant]:
                 if new == src or (name, new) in seen:
                     continue
                 seen.add((name, new))
-                out.append(Mutant(ex.id, name, i + 1, before, after, needs, new))
+                out.append(Mutant(ex.id, name, i + 1, before, after, needs, new, site))
     return out
 
 
