@@ -134,7 +134,8 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    runs past the budget with more than one cluster may be waiting for another block: Unsupported.
 12. Anything else the model does not know (im2col TMA, wgmma with other types, the SIMD video
    instructions other than vabsdiff4, calls other than __assertfail, textures, ...) raises Unsupported
-   naming the PTX instruction: never a verdict. So does a form whose type or modifier a family's tables
+   naming the PTX instruction: never a verdict. So does a special register the model does not keep
+   (%envreg<32>, which grid.sync() reads, %pm0, ...; PTX ISA 10): it is never read as zero. So does a form whose type or modifier a family's tables
    lack (scheduler.handler_for), rather than ending the run as an internal error. bar.red (what
    __syncthreads_count / _and / _or compile to) gives every waiter the reduction once the last thread
    the barrier counts has arrived.

@@ -385,8 +385,14 @@ class Machine:
             elif name in ("%clock", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"):
                 # time advances with the model's steps (32 "ns" or cycles a step): spin loops end
                 v = np.full(self.n, 32 * self.gtime, np.uint64 if name in ("%clock64", "%globaltimer") else np.uint32)
-            elif name.startswith("%"):
+            elif name.startswith("%") and (name in self.k.regs or name.rstrip("0123456789") in self.k.regs):
                 v = self.regs.setdefault(name, np.zeros(self.n, self._store_dtype(name, ty)))
+            elif name.startswith("%"):
+                # a register no .reg declares is a special register (PTX ISA 10, "Special Registers"); one the
+                # model does not keep (%envreg<32>, which cooperative groups' grid.sync() reads, %pm0, ...)
+                # has a value the driver or the hardware sets: the model cannot know it, so no verdict
+                raise Unsupported(ins.text if ins else name,
+                                  f"special register {name} (PTX ISA 10): the model does not know its value")
             else:
                 raise Unsupported(ins.text if ins else name, f"unknown register {name}")
             if dt == np.bool_:

@@ -82,3 +82,27 @@ OUT:
     first, second = [n for n in k.labels if n.startswith("L@")]
     assert targets[:2] == [first, "OUT"] and targets[2] == "OUT"
     assert k.labels[first] != k.labels[second]
+
+
+GRID_SYNC = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void grid_sum(const float* x, float* part, float* out) {
+  cg::grid_group g = cg::this_grid();
+  if (threadIdx.x == 0) part[blockIdx.x] = x[blockIdx.x];
+  g.sync();                          // reads %envreg1/%envreg2: the driver's grid workspace
+  if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = part[0] + part[1];
+}
+"""
+
+
+def test_an_unknown_special_register_is_unsupported_never_zero():
+    """grid.sync() reads %envreg<n>, which the driver sets for a cooperative launch (PTX ISA 10, Special Registers: %envreg<32>): read as
+    zero it sent the kernel to a trap (CRASH); the honest answer is no verdict, naming the register."""
+    b = build.compile(GRID_SYNC, name="grid_sum.cu")
+    assert "%envreg" in b.ptx
+    x = np.random.default_rng().standard_normal(2).astype(np.float32)
+    with pytest.raises(model.Unsupported) as e:
+        model.run(b, "grid_sum", grid=(2,), block=(32,),
+                  args=(x, np.zeros(2, np.float32), compare.poison(np.empty(1, np.float32))))
+    assert "%envreg" in str(e.value) and "special register" in str(e.value)
