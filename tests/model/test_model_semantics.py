@@ -106,3 +106,41 @@ def test_an_unknown_special_register_is_unsupported_never_zero():
         model.run(b, "grid_sum", grid=(2,), block=(32,),
                   args=(x, np.zeros(2, np.float32), compare.poison(np.empty(1, np.float32))))
     assert "%envreg" in str(e.value) and "special register" in str(e.value)
+
+
+CCCL_BULK = r"""
+#include <cuda/barrier>
+#include <cuda/std/utility>
+using barrier = cuda::barrier<cuda::thread_scope_block>;
+extern "C" __global__ void cccl_copy(const float4* x, float4* out) {
+  __shared__ alignas(16) float4 buf[64];
+  #pragma nv_diag_suppress static_var_with_dynamic_init
+  __shared__ barrier bar;
+  if (threadIdx.x == 0) init(&bar, blockDim.x);
+  __syncthreads();
+  if (threadIdx.x == 0) cuda::memcpy_async(buf, x, cuda::aligned_size_t<16>(sizeof(float4) * 64), bar);
+  barrier::arrival_token t = bar.arrive();
+  WAIT
+  out[threadIdx.x] = buf[(threadIdx.x + 1) % 64];
+}
+"""
+
+
+@pytest.mark.parametrize("wait", [True, False], ids=["waits", "reads-before-the-wait"])
+def test_cccl_memcpy_async_with_a_barrier_is_a_bulk_copy_into_the_blocks_own_shared_memory(wait):
+    """CCCL's cuda::memcpy_async of 16-byte aligned bytes with a cuda::barrier compiles, under NVRTC 13 for
+    sm_90a, to cp.async.bulk.shared::cta.global.mbarrier::complete_tx::bytes (PTX ISA 8.6, cp.async.bulk:
+    .shared::cta destination): the block's own shared memory, counted on its own mbarrier."""
+    src = CCCL_BULK.replace("WAIT", "bar.wait(cuda::std::move(t));" if wait else "")
+    b = build.compile(src, name="cccl_copy.cu", target="sm_90a")
+    assert "cp.async.bulk.shared::cta.global.mbarrier::complete_tx::bytes" in b.ptx
+    x = np.random.default_rng().standard_normal(256).astype(np.float32)
+    out = compare.poison(np.empty(256, np.float32))
+    if wait:
+        rep = model.run(b, "cccl_copy", block=(64,), args=(x, out))
+        np.testing.assert_array_equal(out.reshape(64, 4), np.roll(x.reshape(64, 4), -1, axis=0))
+        assert rep.counts["bulk.load"] == 1
+    else:
+        with pytest.raises(model.Violation) as e:
+            model.run(b, "cccl_copy", block=(64,), args=(x, out))
+        assert e.value.rule == "tma-visibility"        # the phase completed, but this thread never observed it
