@@ -81,6 +81,10 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    device-written map without them is "tensormap-proxy-fence"; bytes that are not one whole map are
    "tensormap-object"; a TMA map operand in shared memory is "tensormap-space". Kernel parameters need
    no fence. run(memory=...) adds arrays the kernel reaches through addresses it reads from memory.
+6c. Tensor maps the host wrote into global memory (cudaMemcpy of a CUtensorMap, the kernel taking a
+   `const CUtensorMap*`): pass model.HostMaps(spec, ...) for that pointer. The launch orders the host's
+   write, so no release is needed, but the Programming Guide asks the issuing thread to acquire the map
+   (fence.proxy.tensormap::generic.acquire [map], 128) before its TMA: without it, "tensormap-proxy-fence".
 7. fence.proxy.async. PTX: generic-proxy writes to shared memory are not visible to the async
    proxy until a proxy fence. MODEL: a TMA/bulk store that reads a word written by st.shared
    is a Violation ("proxy-fence") unless the writing thread executed fence.proxy.async after the
@@ -186,8 +190,9 @@ from judge.model import replay  # noqa: F401 - model.replay.draw(report): the ru
 from judge.model import scheduler
 from judge.model.errors import Hang, Unsupported, Violation
 from judge.model.state import Machine
+from judge.model.tensormaps import HostMaps
 
-__all__ = ["run", "Report", "Violation", "Hang", "Unsupported", "parse", "available"]
+__all__ = ["run", "Report", "Violation", "Hang", "Unsupported", "parse", "available", "HostMaps"]
 
 _PARSED: dict = {}
 

@@ -112,6 +112,7 @@ class Machine:
         off = 0
         buf = bytearray()
         self.tmaps = {}
+        host_specs = []
         for (pname, size, align), a in zip(self.k.params, args):
             off = -(-off // align) * align
             buf.extend(b"\0" * (off - len(buf)))
@@ -124,12 +125,18 @@ class Machine:
                 spec = a.spec if isinstance(a, _tma.TensorMap) else a
                 self.tmaps[PARAM_BASE + off] = spec
                 raw = tensormaps.encode(self, spec).tobytes() if size == tensormaps.SIZE else b"\0" * size
+            elif isinstance(a, tensormaps.HostMaps):        # a pointer to maps the host wrote in global memory
+                raw = a.place(self).to_bytes(8, "little")
+                self._add_region(a.buf)
+                self.keep.append(a.buf)
+                host_specs += a.specs
             elif isinstance(a, (np.generic, int, float)):
                 raw = np.asarray(a).tobytes() if isinstance(a, np.generic) else None
                 if raw is None:
                     raise TypeError(f"argument {pname}: pass NumPy scalars (np.int32(n)), not {type(a).__name__}")
             else:
-                raise TypeError(f"argument {pname}: NumPy arrays, NumPy scalars or judge.hw.tma maps, "
+                raise TypeError(f"argument {pname}: NumPy arrays, NumPy scalars, judge.hw.tma maps or "
+                                f"judge.model.tensormaps.HostMaps, "
                                 f"not {type(a).__name__}")
             if len(raw) != size:
                 raise TypeError(f"argument {pname} is {size} bytes in the kernel, {len(raw)} given")
@@ -144,7 +151,7 @@ class Machine:
             self._add_region(a.reshape(-1).view(np.uint8))
         # a tensor map's tensor is global memory too (the caller keeps the array alive)
         import ctypes
-        for spec in self.tmaps.values():
+        for spec in [*self.tmaps.values(), *host_specs]:
             if any(b <= spec.address < b + n for b, n, _ in self.regions):
                 continue
             eb = spec.elem_bytes

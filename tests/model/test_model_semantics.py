@@ -144,3 +144,42 @@ def test_cccl_memcpy_async_with_a_barrier_is_a_bulk_copy_into_the_blocks_own_sha
         with pytest.raises(model.Violation) as e:
             model.run(b, "cccl_copy", block=(64,), args=(x, out))
         assert e.value.rule == "tma-visibility"        # the phase completed, but this thread never observed it
+
+
+HOST_MAP = r"""
+#include "tma.cuh"
+extern "C" __global__ void host_map(const TensorMap* map, float* out) {
+  __shared__ alignas(128) float tile[32][32];
+  __shared__ alignas(8) unsigned long long bar;
+  int t = threadIdx.x;
+  if (t == 0) { tma::mbar_init(&bar, 1); tma::fence_proxy_async(); }
+  __syncthreads();
+  if (t == 0) {
+    ACQUIRE
+    tma::arrive_expect_tx(&bar, sizeof(tile));
+    tma::load_2d(tile, map, 0, 0, &bar);
+  }
+  tma::wait(&bar, 0);
+  for (int i = t; i < 32 * 32; i += blockDim.x) out[i] = tile[i / 32][i % 32];
+}
+"""
+
+
+@pytest.mark.parametrize("fence", [True, False], ids=["acquired", "no-acquire"])
+def test_a_map_the_host_wrote_in_global_memory_needs_the_issuing_threads_acquire(fence):
+    """A map the host copied into global memory is read by the TMA through the tensormap proxy: the thread
+    that issues the TMA acquires it first (Programming Guide, TMA; PTX ISA, fence.proxy.tensormap)."""
+    from judge.hw import tma
+    acq = 'asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" :: "l"(map) : "memory");'
+    b = build.compile(HOST_MAP.replace("ACQUIRE", acq if fence else ""), name="host_map.cu", target="sm_90a")
+    a = np.random.default_rng().standard_normal((32, 32)).astype(np.float32)
+    out = compare.poison(np.empty((32, 32), np.float32))
+    args = (model.HostMaps(tma.tensor_map_spec(a, box=(32, 32))), out)
+    if fence:
+        model.run(b, "host_map", block=(64,), args=args)
+        np.testing.assert_array_equal(out, a)
+    else:
+        with pytest.raises(model.Violation) as e:
+            model.run(b, "host_map", block=(64,), args=args)
+        assert e.value.rule == "tensormap-proxy-fence" and "the host copied" in e.value.message
+        assert e.value.message.endswith(checks.cite("tensormap-proxy-fence"))
