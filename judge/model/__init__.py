@@ -92,7 +92,10 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    ("proxy-fence-barrier").
 8. Bulk async-groups (cp.async.bulk.commit_group, wait_group, wait_group.read). MODEL: a store reads
    its shared bytes at the latest legal point (the covering wait); a write into them before that is
-   "async-read-overwritten"; a thread that exits while its store may still read shared memory is
+   "async-read-overwritten". Bulk async-groups are per thread: a wait covers only the groups its own
+   thread committed, so another thread's write into those bytes must happen after the storing thread's
+   wait (a barrier after it); a thread that runs wait_group without having committed the store waits for
+   nothing, and its write is "async-read-overwritten" too; a thread that exits while its store may still read shared memory is
    "exit-before-bulk-read" (the block's shared memory is released at exit).
 9. wgmma (m64nNk16 .bf16/.f16 and m64nNk32 .e4m3/.e5m2 operands from shared-memory descriptors,
    .f32 accumulators, K-major or, for .bf16/.f16, MN-major; m64nNk16 .bf16/.f16 with A's fragment in
@@ -103,7 +106,8 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    the group ("wgmma-accumulator"); all 128 threads of the warpgroup execute each wgmma.* together
    ("wgmma-aligned"). MODEL: the operand bytes count as being read until the covering wait, and the
    wait is one warpgroup-wide event.
-10. Clusters: all blocks of a cluster run together (__cluster_dims__ / .reqnctapercluster decides the
+10. Clusters (an address mapa gives for the block's own rank is its own shared memory: a local access, never
+   a peer's): all blocks of a cluster run together (__cluster_dims__ / .reqnctapercluster decides the
    shape); barrier.cluster.arrive/wait, mapa, ld/st.shared::cluster (DSMEM), multicast TMA with
    ctaMask (each destination block's mbarrier receives its bytes). PTX ISA, barrier.cluster: only
    the default (.release) arrive orders the arriving thread's memory accesses before the waiters'

@@ -447,6 +447,33 @@ def check_overwrite(m, cta, words, thr, ins, what):
                   f"store before its cp.async.bulk.wait_group.read, or a wgmma before the "
                   f"wgmma.wait_group that covers it, or a tcgen05.mma before its tcgen05.commit's mbarrier "
                   f"phase was waited for)")
+    if m.bulk_waited_any:
+        check_bulk_waited(m, cta, words, thr, ins, what)
+
+
+def check_bulk_waited(m, cta, words, thr, ins, what):
+    """A write into shared words a bulk/TMA store read: the read ended at the covering
+    cp.async.bulk.wait_group(.read) of the thread that committed the store (bulk async-groups are per thread,
+    PTX ISA cp.async.bulk.wait_group): another thread's write must happen after that wait (a barrier), or it
+    may overwrite bytes the store is still reading. A thread that runs wait_group without having committed
+    the store waits for nothing."""
+    wt = m.bulk_waited_t[cta[:, None], words]
+    T = np.broadcast_to(thr[:, None], words.shape)
+    hit = (wt >= 0) & (wt != T)
+    if not hit.any():
+        return
+    C = np.broadcast_to(cta[:, None], words.shape)
+    ok = know(m, T[hit], wt[hit], m.bulk_waited_time[C[hit], words[hit]])
+    if ok.all():
+        return
+    k = int(np.argmin(ok))
+    t, w, wd = int(T[hit][k]), int(wt[hit][k]), int(words[hit][k])
+    fail(m, "async-read-overwritten", ins,
+         f"{m.tdesc(t)}'s {what} at {m.where(ins)} overwrites shared [0x{4 * wd:x}], which a bulk/TMA store of "
+         f"{m.tdesc(w)} reads until that thread's cp.async.bulk.wait_group(.read) covers it; nothing orders that "
+         f"wait before this write. Bulk async-groups belong to the thread that committed them: a wait_group in "
+         f"another thread waits for nothing. Let the storing thread wait, then a barrier (__syncthreads(), a "
+         f"named barrier, an mbarrier) before other threads rewrite the buffer")
 
 
 def check_cross(m, cta, words, thr, ins, atomic):

@@ -235,6 +235,9 @@ def bulk_complete(m, b, ins):
         m.gstore(a, data.reshape(1, -1), one, ins)
         m.cur_taint = saved
     m.bulk_reading[c, b["words"]] -= 1
+    m.bulk_waited_t[c, b["words"]] = b["thread"]   # only what that thread's wait happens-before may rewrite them
+    m.bulk_waited_time[c, b["words"]] = m.gtime
+    m.bulk_waited_any = True
     b["read"] = b["done"] = True
     m.bulk.remove(b)
     m.event("bulk.read", thread=b["thread"])

@@ -229,6 +229,8 @@ def _settle_full_barrier(m, c):
             wt = m.w_thread[c, idx]
             ok = colmin[wt] >= m.w_time[c, idx]
             st[idx[ok]] = PLAIN
+    if m.bulk_waited_any:                   # every bulk store's covering wait is now known to the whole block
+        m.bulk_waited_t[c] = -1
     if m.ncta == 1:
         m.r_wt[c] = 0
     else:                                   # only this block's warps are known to all of it

@@ -308,6 +308,11 @@ class Machine:
         self.r_wt = np.zeros((self.ncta, W, self.nwarps), np.int64)
         self.r_pc = np.zeros((self.ncta, W), np.int32)
         self.bulk_reading = np.zeros((self.ncta, W), np.int16)   # asynchronous reads still running
+        # a bulk store's read ends at its own thread's covering wait: (that thread, when) per word, until a barrier
+        # of the whole block makes it known to all (judge.model.checks.check_bulk_waited)
+        self.bulk_waited_t = np.full((self.ncta, W), -1, np.int32)
+        self.bulk_waited_time = np.zeros((self.ncta, W), np.int64)
+        self.bulk_waited_any = False
         self.remote_t = np.zeros((self.ncta, n), np.int64)  # DSMEM: last access of each thread into block c
         self.cta_done = np.zeros(self.ncta, bool)
         # -- clocks: happens-before as vector clocks, one column per thread and per mbarrier
@@ -582,7 +587,9 @@ class Machine:
             self.fail("shared-window", ins, "a shared::cluster address of a block outside the cluster")
             raise checks.abort(self, "shared-window", ins, "shared::cluster address outside the cluster")
         if self.ncta > 1 and not own.all():
-            far = ~own
+            # a shared::cluster address of the block's own rank (mapa to %cluster_ctarank) is a local access
+            # (PTX ISA, mapa; 5.1.5.1 the .shared::cluster window holds the executing block's own window)
+            far = cta != self.cta[lanes]
             if self.cta_done[cta[far]].any():
                 k = int(np.argmax(self.cta_done[cta] & far))
                 self.fail("dsmem-after-exit", ins,

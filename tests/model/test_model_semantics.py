@@ -183,3 +183,71 @@ def test_a_map_the_host_wrote_in_global_memory_needs_the_issuing_threads_acquire
             model.run(b, "host_map", block=(64,), args=args)
         assert e.value.rule == "tensormap-proxy-fence" and "the host copied" in e.value.message
         assert e.value.message.endswith(checks.cite("tensormap-proxy-fence"))
+
+
+BULK_GROUPS = r"""
+#include "tma.cuh"
+extern "C" __global__ void two_rounds(const float* x, float* out) {
+  __shared__ alignas(128) float buf[256];
+  int t = threadIdx.x;
+  for (int round = 0; round < 2; ++round) {
+    for (int i = t; i < 256; i += blockDim.x) buf[i] = x[round * 256 + i] + 1.0f;
+    tma::fence_proxy_async();
+    __syncthreads();
+    if (t == 0) {
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], 1024;"
+                   :: "l"(out + round * 256), "r"(tma::smem(buf)) : "memory");
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    }
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");   // every thread: only thread 0's waits
+    SYNC
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["barrier-after-the-wait", "waits-for-nothing"])
+def test_a_bulk_group_wait_covers_only_the_groups_its_own_thread_committed(sync):
+    """Threads that never committed the store run cp.async.bulk.wait_group.read 0 and go on to rewrite the
+    buffer: their wait waits for nothing (bulk async-groups are per thread, PTX ISA cp.async.bulk.wait_group),
+    so the store may still be reading it. In lockstep every thread passes the wait together with thread 0;
+    the race is in the order, not the schedule."""
+    b = build.compile(BULK_GROUPS.replace("SYNC", "__syncthreads();" if sync else ""), name="two_rounds.cu",
+                      target="sm_90a")
+    x = np.random.default_rng().standard_normal(512).astype(np.float32)
+    out = compare.poison(np.empty(512, np.float32))
+    if sync:
+        model.run(b, "two_rounds", block=(64,), args=(x, out))
+        np.testing.assert_array_equal(out, x + np.float32(1))
+    else:
+        with pytest.raises(model.Violation) as e:
+            model.run(b, "two_rounds", block=(64,), args=(x, out))
+        assert e.value.rule == "async-read-overwritten" and "waits for nothing" in e.value.message
+
+
+OWN_RANK = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void __cluster_dims__(2, 1, 1) own_rank(const float* x, float* out) {
+  __shared__ float buf[64];
+  cg::cluster_group cluster = cg::this_cluster();
+  float* mine = cluster.map_shared_rank(buf, cluster.block_rank());   // mapa to the block's own rank
+  int t = threadIdx.x, b = blockIdx.x;
+  mine[t] = x[b * 64 + t];
+  __syncthreads();
+  out[b * 64 + t] = mine[(t + 1) % 64];
+}                                                                     // no cluster.sync(): none is needed
+"""
+
+
+def test_mapa_to_the_blocks_own_rank_is_a_local_access():
+    """An address mapa gives for the block's own rank lies in its own shared memory (PTX ISA, mapa; the
+    .shared::cluster window holds the block's own .shared::cta window): no peer touches it, so the block
+    may exit without a cluster barrier."""
+    b = build.compile(OWN_RANK, name="own_rank.cu", target="sm_90a")
+    assert "mapa" in b.ptx
+    x = np.random.default_rng().standard_normal(128).astype(np.float32)
+    out = compare.poison(np.empty(128, np.float32))
+    rep = model.run(b, "own_rank", grid=(2,), block=(64,), args=(x, out))
+    np.testing.assert_array_equal(out.reshape(2, 64), np.roll(x.reshape(2, 64), -1, axis=1))
+    assert rep.counts["dsmem.peer"] == 0
