@@ -52,16 +52,20 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    thread's wait without such an order is a Violation ("cp.async-visibility").
 3. Buffer reuse (write-after-read race). A cp.async / TMA load into shared memory that another
    thread read with no barrier (or mbarrier arrive -> wait) ordering that read before the copy
-   is a Violation ("async-overwrite-race"). With several readers of one word the copying thread
-   must be ordered after every thread of the block (a warp that hands its buffer back through one
-   elected lane must __syncwarp() first: the PTX model asks for it, the hardware rarely shows it).
+   is a Violation ("async-overwrite-race"). The copying thread must be ordered after each warp's last
+   read of the word: for another warp, after one lane of it (MODEL, lenient: a warp that hands its
+   buffer back through one elected lane's arrival without __syncwarp() passes, though the PTX memory
+   model orders only that lane); for its own warp, after the lanes that read it (a __syncwarp() between
+   their reads and the copy), unless the copying thread alone read the word.
 4. mbarrier (init, arrive, arrive.expect_tx, expect_tx, complete_tx, arrive_drop, try_wait /
    test_wait with parity or state, inval), with the phase rules of judge.hw.mbarrier. PTX: a phase completes when its pending arrival count
    and its tx-count are both zero; then the parity flips and the counts reset. MODEL: exact counts,
    phases and tx-counts; a TMA load's bytes land only when its phase completes, in a scrambled
    order; before that they read as poison ("tma-read-before-complete"), and a thread that did not
    observe the phase (nor synchronize with one that did) may not read them ("tma-visibility").
-   More arrivals than the count while bytes are missing is "mbarrier-arrivals". A failed
+   More arrivals than the count while bytes are missing is "mbarrier-arrivals". mbarrier.init on a
+   live mbarrier (several threads initializing one, or initializing it again without mbarrier.inval) is
+   undefined (PTX ISA, mbarrier.init): "mbarrier-reinit". A failed
    try_wait/test_wait sleeps the thread until the phase changes (test_wait is non-blocking on the
    hardware; a spin loop around it behaves the same).
 5. cp.async.mbarrier.arrive(.noinc): the arrive-on fires after all prior cp.async of the thread

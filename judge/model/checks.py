@@ -86,6 +86,9 @@ RULES: dict[str, Rule] = {
     "mbarrier-arrivals": Rule("mbarrier: Phase Completion of the mbarrier object",
                               "a phase expects exactly the count of mbarrier.init arrivals; more arrivals "
                               "than that are undefined"),
+    "mbarrier-reinit": Rule("mbarrier.init",
+                            "mbarrier.init on a location that holds a valid mbarrier object is undefined; "
+                            "mbarrier.inval it first"),
     "mbarrier-uninitialized": Rule("mbarrier.init",
                                    "an mbarrier object must be initialized with mbarrier.init before any "
                                    "other mbarrier operation on it (and not after mbarrier.inval)"),
@@ -400,27 +403,44 @@ def _report_pending_read(m, ins, t, c, w):
                   f"and a wait on that mbarrier)")
 
 
+WARP_READ = -3          # r_solo: an asynchronous read the whole warp observes complete (wgmma, tcgen05)
+MANY_LANES = -1        # r_solo: several lanes of the warp read the word
+
+
 def note_read(m, cta, words, thr, pc):
-    """Remember that the warps of threads thr read these words now (for check_overwrite)."""
+    """Remember that the warps of threads thr read these words now, and which lane when only one did
+    (for check_overwrite)."""
     C = np.broadcast_to(cta[:, None], words.shape)
     Wp = np.broadcast_to((thr // 32)[:, None], words.shape)
     m.r_wt[C, words, Wp] = m.gtime
     m.r_pc[C, words] = pc
+    T = np.broadcast_to(thr[:, None].astype(np.int32), words.shape)
+    m.r_solo[C, words, Wp] = T
+    if len(thr) > 1:                        # lanes of one warp that read one word: no single reader
+        many = m.r_solo[C, words, Wp] != T
+        if many.any():
+            m.r_solo[C[many], words[many], Wp[many]] = MANY_LANES
 
 
 def check_overwrite(m, cta, words, thr, ins, what):
     """An asynchronous write into words: no other thread may still be reading them. The writer
-    must be ordered after each warp's last read (knowing one lane of that warp up to the read:
-    lenient where a warp hands a buffer back through one lane without __syncwarp)."""
+    must be ordered after each warp's last read. Another warp: knowing one lane of that warp up to the
+    read suffices (lenient where a warp hands a buffer back through one elected lane without __syncwarp,
+    which the PTX memory model does not order). The writer's own warp: the writer must know the lanes that
+    read (a __syncwarp() after the read), unless it read the word alone (PTX ISA, Memory Consistency Model:
+    lanes of a warp are threads, ordered only by synchronization)."""
     rt = m.r_wt[cta[:, None], words]                      # (lanes, words, warps)
     if rt.any():
         for i in range(len(thr)):
             t = int(thr[i])
             row = m.VC[t, :m.n].copy()
-            row[t] = m.gtime
             pad = (-len(row)) % 32
             know = np.concatenate([row, np.full(pad, -1)]).reshape(-1, 32).max(axis=1)
+            mine = t // 32
             bad = rt[i] > know[None, :]
+            if bad[:, mine].any():               # its own warp's read: excused where it alone read the word
+                solo = m.r_solo[int(cta[i]), words[i], mine]
+                bad[:, mine] &= (solo != t) & (solo != WARP_READ)
             if bad.any():
                 j, w = np.argwhere(bad)[0]
                 c, word = int(cta[i]), int(words[i, j])

@@ -95,8 +95,9 @@ def arrive(m, mb, t, ins, count=1, snapshot=None, when=None):
     if mb.over_arrived:
         m.fail("mbarrier-arrivals", ins,
                f"{m.tdesc(t)} arrived on the mbarrier at shared 0x{mb.off:x} in phase {mb.phase} after "
-               f"all {mb.count} expected arrivals were already in, while its tx-count still waits for "
-               f"{mb.tx} bytes: more arrivals than mbarrier.init's count")
+               f"all {mb.count} expected arrivals were already in"
+               + (f", while its tx-count still waits for {mb.tx} bytes" if mb.tx else "")
+               + ": more arrivals than mbarrier.init's count")
     if completed:
         phase_completed(m, mb, ins)
 
@@ -282,6 +283,7 @@ def _deliver_commit(m, tc, cmt):
         for words in r.words:                    # the operands count as read until now
             m.bulk_reading[r.cta, words] -= 1
             m.r_wt[r.cta, words, min(w, m.r_wt.shape[2] - 1)] = cmt.time
+            m.r_solo[r.cta, words, min(w, m.r_wt.shape[2] - 1)] = checks.WARP_READ
             m.r_pc[r.cta, words] = r.pc
         r.done = True
     m.event("tcgen05.complete", thread=cmt.thread, block=int(m.cta[cmt.thread]), mbarrier=f"0x{cmt.mb.off:x}",

@@ -307,6 +307,7 @@ class Machine:
         self.nwarps = -(-n // 32)             # the last time each warp of the cluster read each word, and where
         self.r_wt = np.zeros((self.ncta, W, self.nwarps), np.int64)
         self.r_pc = np.zeros((self.ncta, W), np.int32)
+        self.r_solo = np.full((self.ncta, W, self.nwarps), -1, np.int32)   # the one lane that read it (checks.note_read)
         self.bulk_reading = np.zeros((self.ncta, W), np.int16)   # asynchronous reads still running
         # a bulk store's read ends at its own thread's covering wait: (that thread, when) per word, until a barrier
         # of the whole block makes it known to all (judge.model.checks.check_bulk_waited)
