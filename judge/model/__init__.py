@@ -237,6 +237,7 @@ class Report:
     blocks_total: int = 0                        # blocks in the launch's grid (more than ran: a sample)
     cancelled: list = field(default_factory=list)  # first ctaid of each cluster a try_cancel cancelled
     printed: list = field(default_factory=list)    # what the kernel's printf calls printed, a line per call
+    schedule: str = "lockstep"                     # the schedule that ran (run(schedule=...), with its seed)
 
     def __str__(self):
         top = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
@@ -250,7 +251,7 @@ def _dim3(v):
 
 def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_bytes: int = 0,
         cluster=(1, 1, 1), budget: int = 100_000, strict: bool = True, seed: int | None = None,
-        sms: int = 132, max_blocks: int | None = None, memory=()) -> Report:
+        sms: int = 132, max_blocks: int | None = None, memory=(), schedule: str = "lockstep") -> Report:
     """Run `kernel` of `build` (a judge.gpu.build.Build, or PTX text) on the CPU model.
 
     budget: instruction groups per cluster before the run counts as a hang. strict: raise the
@@ -261,7 +262,12 @@ def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_
     which ran; the others write nothing). The grid, %nctaid, %nclusterid and every block's %ctaid
     are the real launch's either way. memory: more NumPy arrays that are global memory the kernel reaches
     through addresses it reads from memory, not from its arguments (a table of tensor base addresses).
+    schedule: "lockstep" (the runnable threads at the lowest PC go together) or "ahead" (warps take turns
+    in an order drawn from the seed, each running alone until it blocks or its quantum ends:
+    scheduler.Ahead); report.schedule, and a Violation's or Hang's .schedule, say which ran.
     """
+    if schedule not in ("lockstep", "ahead"):
+        raise ValueError(f"schedule {schedule!r}: 'lockstep' or 'ahead'")
     t0 = time.perf_counter()
     mod = parse(build)
     if kernel not in mod.kernels:
@@ -295,6 +301,8 @@ def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_
                     shared_bytes=int(shared_bytes), budget=budget, strict=strict, seed=seed,
                     source_name=name, sms=sms, entry_registers=regs, memory=tuple(memory))
         m.launch_pending = list(origins)     # a try_cancel (ops.clc) may take clusters out before they start
+        if schedule == "ahead":
+            m.ahead = scheduler.Ahead(m, seed)
         try:
             while m.launch_pending:
                 o = m.launch_pending.pop(0)
@@ -302,7 +310,11 @@ def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_
                 rep.steps += m.steps
                 rep.ctaids += [(o[0] + x, o[1] + y, o[2] + z) for z in range(cluster[2])
                                for y in range(cluster[1]) for x in range(cluster[0])]
+        except (Violation, Hang) as e:
+            e.schedule = m.schedule_note
+            raise
         finally:
+            rep.schedule = m.schedule_note
             rep.cancelled = list(m.launch_cancelled)
             rep.counts = m.counts
             rep.timeline = m.timeline

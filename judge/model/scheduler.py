@@ -37,14 +37,62 @@ _SAFE = frozenset("add sub mul mad fma div rem min max and or xor not neg abs cn
                   "sin cos tanh popc clz brev shl shr setp selp mov cvt cvta bfe lop3 prmt shf ld ldu st "
                   "shfl vote activemask mapa getctarank membar nanosleep prefetch prefetchu".split())
 
+class Ahead:
+    """A schedule in which warps run ahead of each other (judge.model.run(schedule="ahead")): the warps of the
+    cluster take turns in an order drawn from the seed, and the warp whose turn it is runs alone until it
+    blocks (a barrier, an mbarrier wait that cannot succeed yet), exits, or has run its quantum of
+    instruction groups (drawn from the seed too, so that a spin loop on memory lets the others run). So one
+    warp's arrivals may all come before another warp's copies are issued, and a consumer warp may run as
+    far ahead of its producer as its waits allow: orders lockstep never produces, all of which the PTX
+    memory model allows (no forward-progress or fairness guarantee between warps without synchronization).
+    The same seed gives the same schedule (report.schedule says which)."""
+
+    def __init__(self, m, seed):
+        self.rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 0x5EED])
+        self.quantum = int(self.rng.choice([8, 32, 128, 512]))
+        self.budget = m.budget
+        self.warp_of = None
+
+    def begin(self, m):
+        wpc = -(-m.nthr_cta // 32)
+        self.warp_of = m.cta * wpc + m.lt // 32
+        self.order = self.rng.permutation(wpc * m.ncta)
+        self.i = -1
+        self.left = 0
+        # each warp now issues its instruction groups alone: the budget grows with the warps it is shared by
+        m.budget = self.budget * len(self.order)
+        self.lead = np.zeros(m.n, bool)
+        m.schedule_note = (f"warps ahead (seed {m.seed}): turns in warp order {self.order.tolist()[:16]}"
+                           f"{'...' if len(self.order) > 16 else ''}, each up to {self.quantum} instruction groups")
+
+    def pick(self, runnable):
+        """The runnable threads of the warp whose turn it is (the next warp in order with any, when the turn ends)."""
+        lr = runnable & self.lead
+        if self.left > 0 and lr.any():
+            self.left -= 1
+            return lr
+        for _ in range(len(self.order)):
+            self.i = (self.i + 1) % len(self.order)
+            self.lead = self.warp_of == self.order[self.i]
+            lr = runnable & self.lead
+            if lr.any():
+                self.left = self.quantum - 1
+                return lr
+        return runnable
+
+
 def execute(m):
-    """The loop: the runnable threads at the lowest PC execute one instruction together, until all exit."""
+    """The loop: the runnable threads at the lowest PC execute one instruction together, until all exit
+    (under schedule="ahead", those of the warp whose turn it is: Ahead)."""
     code = m.k.code
     ncode = len(code)
     big = np.int64(1 << 60)
     handlers = {}
     conv = None                       # (pc, active, count) while every runnable thread is at one pc
     safe = _SAFE
+    ahead = m.ahead
+    if ahead is not None:
+        ahead.begin(m)
     while True:
         if conv is None:
             runnable = m.alive & ~m.blocked
@@ -53,6 +101,8 @@ def execute(m):
                     break
                 _everyone_blocked(m)
                 continue
+            if ahead is not None:
+                runnable = ahead.pick(runnable)
             pcs = np.where(runnable, m.pc, big)
             p = int(pcs.min())
             active = pcs == p

@@ -68,6 +68,9 @@ class Machine:
         self.grid, self.block, self.cluster = grid, block, cluster
         self.strict, self.budget = strict, budget
         self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        self.ahead = None                    # judge.model.scheduler.Ahead under schedule="ahead"
+        self.schedule_note = "lockstep"
         self.gridid = int(self.rng.integers(1, 1 << 20))
         self.counts = Counter()
         self.timeline = []

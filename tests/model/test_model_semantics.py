@@ -302,3 +302,109 @@ def test_a_lane_refilling_words_its_own_warp_read_needs_syncwarp(warp, sync, ver
         with pytest.raises(model.Violation) as e:
             model.run(b, "own_warp", block=(64,), args=(x, out))
         assert e.value.rule == verdict and "warp 0" in e.value.message
+
+
+
+
+COUNT_TOO_SMALL = r"""
+#include "tma.cuh"
+extern "C" __global__ void four_parts(const float* x, float* out) {
+  __shared__ alignas(128) float buf[256];
+  __shared__ alignas(8) unsigned long long bar;
+  int t = threadIdx.x, w = t / 32;
+  unsigned b = tma::smem(&bar);
+  if (t == 0) {
+    tma::mbar_init(&bar, COUNT);               // one arrival per warp below: COUNT must be 4
+    asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], 1024;" :: "r"(b) : "memory");
+    tma::fence_proxy_async();
+  }
+  __syncthreads();
+  if (t % 32 == 0) {                          // lane 0 of each warp copies its quarter, arrives, waits
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 256, [%2];"
+                 :: "r"(tma::smem(buf + 64 * w)), "l"(x + 64 * w), "r"(b) : "memory");
+    unsigned long long state;
+    asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];" : "=l"(state) : "r"(b) : "memory");
+    asm volatile("{\n\t.reg .pred P;\nWAIT:\n\tmbarrier.try_wait.shared::cta.b64 P, [%0], %1;\n\t"
+                 "@!P bra WAIT;\n\t}" :: "r"(b), "l"(state) : "memory");
+  }
+  __syncthreads();
+  for (int i = t; i < 256; i += blockDim.x) out[i] = buf[i];
+}
+"""
+
+
+def _four_parts(count, schedule, seed):
+    b = build.compile(COUNT_TOO_SMALL.replace("COUNT", str(count)), name="four_parts.cu", target="sm_90a")
+    x = np.random.default_rng(seed).standard_normal(256).astype(np.float32)
+    out = compare.poison(np.empty(256, np.float32))
+    try:
+        rep = model.run(b, "four_parts", block=(128,), args=(x, out), seed=seed, schedule=schedule)
+    except model.Violation as e:
+        return f"WRONG {e.rule}", e.schedule
+    return ("right" if np.array_equal(out, x) else "WRONG output"), rep.schedule
+
+
+def test_warps_running_ahead_find_an_mbarrier_count_too_small_for_its_arrivals():
+    """Four warps each copy a quarter and arrive on a barrier initialized for one arrival. In lockstep every
+    copy is issued before any arrival, so each arrival completes a phase of its own and the kernel runs right;
+    with warps running ahead (an order the PTX memory model allows: no warp waits for another here), the
+    first warp arrives while the other quarters are still missing, and the next arrival is one too many
+    for the phase (undefined: mbarrier-arrivals). The schedule is drawn from the seed and replays."""
+    assert _four_parts(1, "lockstep", 0)[0] == "right"               # what lockstep alone cannot see
+    found = {s: _four_parts(1, "ahead", s) for s in range(4)}
+    wrong = [s for s, (v, _) in found.items() if v != "right"]
+    assert wrong, found
+    assert found[wrong[0]][0] == "WRONG mbarrier-arrivals"
+    assert _four_parts(1, "ahead", wrong[0]) == found[wrong[0]]      # the same seed, the same schedule
+    assert "warps ahead (seed" in found[wrong[0]][1]
+    assert all(_four_parts(4, "ahead", s)[0] == "right" for s in range(4))   # the right count runs right
+
+
+CONSUMER_AHEAD = r"""
+#include "tma.cuh"
+extern "C" __global__ void producer_consumer(const float* x, float* out) {
+  __shared__ alignas(128) float buf[256];
+  __shared__ alignas(8) unsigned long long full;
+  int t = threadIdx.x;
+  if (t == 0) { tma::mbar_init(&full, 1); tma::fence_proxy_async(); }
+  __syncthreads();
+  if (t / 32 == 0) {                          // the producer warp
+    if (t == 0) {
+      tma::arrive_expect_tx(&full, 1024);
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 1024, [%2];"
+                   :: "r"(tma::smem(buf)), "l"(x), "r"(tma::smem(&full)) : "memory");
+    }
+  } else {                                    // the consumer warp
+    tma::wait(&full, PARITY);                 // the first use of a fresh barrier waits for parity 0
+    for (int i = t - 32; i < 256; i += 32) out[i] = buf[i];
+  }
+}
+"""
+
+
+def _producer_consumer(parity, schedule, seed):
+    b = build.compile(CONSUMER_AHEAD.replace("PARITY", str(parity)), name="producer_consumer.cu", target="sm_90a")
+    x = np.random.default_rng(seed).standard_normal(256).astype(np.float32)
+    out = compare.poison(np.empty(256, np.float32))
+    try:
+        rep = model.run(b, "producer_consumer", block=(64,), args=(x, out), seed=seed, schedule=schedule)
+    except model.Violation as e:
+        return f"WRONG {e.rule}", e.schedule
+    except model.Hang as e:
+        return "HANG", e.schedule
+    return ("right" if np.array_equal(out, x) else "WRONG output"), rep.schedule
+
+
+def test_a_consumer_warp_running_ahead_of_its_producer_reads_before_the_copy():
+    """The consumer waits for parity 1 of a fresh mbarrier, which counts as complete at once (PTX ISA,
+    mbarrier.test_wait/try_wait: the phase before the current one). In lockstep the producer's branch runs
+    first, its phase completes before the consumer looks, and the consumer then waits for a phase that never
+    comes (HANG); with the consumer warp running ahead, an order the PTX memory model allows, it passes the
+    wait at once and reads the buffer before the copy is even issued (WRONG). Each schedule is drawn from
+    the seed, named in the report, and replays."""
+    assert _producer_consumer(1, "lockstep", 0)[0] == "HANG"
+    found = {s: _producer_consumer(1, "ahead", s) for s in range(6)}
+    wrong = [s for s, (v, _) in found.items() if v.startswith("WRONG")]
+    assert wrong, found
+    assert _producer_consumer(1, "ahead", wrong[0]) == found[wrong[0]]      # the same seed, the same schedule
+    assert all(_producer_consumer(0, "ahead", s)[0] == "right" for s in range(6))   # parity 0 is right
