@@ -1,11 +1,13 @@
 """lab/bench_model.py - how long the CPU model takes to grade each GPU exercise's solution, and where the time goes.
 
-Run: PYTHONPATH=$PWD .venv/bin/python lab/bench_model.py [--reps 2] [--profile ws_gemm]     (no GPU; not a test)
+Run: PYTHONPATH=$PWD .venv/bin/python lab/bench_model.py [--reps 2] [--schedule ahead] [--profile ws_gemm]
+     (no GPU; not a test)
 
 For each of the six kernel exercises, the solution is graded in this process the way the check's child does
 (judge.grading.exercise.grader on a Submission), --reps times after one warm-up that fills the compile cache;
 the figure is the best wall time of a check, with the part spent inside judge.model.run and the number of
-model runs. --profile EX prints the functions that take the time of one check of EX (cProfile, cumulative).
+model runs. --schedule ahead runs every model run of the checks with warps running ahead of each other
+(judge.model.run(schedule="ahead")), to measure what that schedule costs. --profile EX prints the functions that take the time of one check of EX (cProfile, cumulative).
 A check must stay at most 5 s on the course's 2-core machine.
 """
 from __future__ import annotations
@@ -23,12 +25,14 @@ from judge.grading import exercise, submission
 EXERCISES = ("cp_async_sgemm", "tma_tiles", "dsmem_histogram", "ws_gemm", "tcgen05_gemm", "tcgen05_ring")
 
 
-def _timed_model():
+def _timed_model(schedule=None):
     """Wrap judge.model.run to add up its seconds and calls; returns (totals, undo)."""
     tot = {"seconds": 0.0, "runs": 0, "steps": 0}
     real = model.run
 
     def run(*a, **k):
+        if schedule:
+            k["schedule"] = schedule
         t0 = time.perf_counter()
         try:
             rep = real(*a, **k)
@@ -54,9 +58,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--profile", default=None)
+    ap.add_argument("--schedule", default=None)
     ap.add_argument("exercises", nargs="*", default=list(EXERCISES))
     a = ap.parse_args()
     if a.profile:
+        _timed_model(a.schedule)
         check_once(a.profile)
         pr = cProfile.Profile()
         pr.enable()
@@ -69,7 +75,7 @@ def main():
         check_once(ex_id)                                   # warm: compile cache, imports
         best = None
         for _ in range(a.reps):
-            tot, undo = _timed_model()
+            tot, undo = _timed_model(a.schedule)
             try:
                 wall, res = check_once(ex_id)
             finally:

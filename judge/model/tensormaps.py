@@ -237,12 +237,13 @@ def at(m, ins, a, t):
                        f"stale map: acquire it in the issuing thread before its first use "
                        f"(fence.proxy.tensormap::generic.acquire.gpu [map], 128), or pass the map as a "
                        f"const __grid_constant__ parameter, which needs no fence")
-            m.fail("tensormap-proxy-fence", ins,
-                   f"{m.tdesc(t)}'s TMA reads the tensor map at global 0x{int(a):x}, which "
-                   f"{m.tdesc(w[1]) if w[0] == m.cluster_serial else 'another block'} wrote through the generic "
-                   f"proxy, but {why}. The TMA may read a stale map: release it after writing "
-                   f"(tensormap.cp_fenceproxy ... .release, or fence.proxy.tensormap::generic.release) and "
-                   f"acquire it in the issuing thread (fence.proxy.tensormap::generic.acquire [map], 128)")
+            else:
+                m.fail("tensormap-proxy-fence", ins,
+                       f"{m.tdesc(t)}'s TMA reads the tensor map at global 0x{int(a):x}, which "
+                       f"{m.tdesc(w[1]) if w[0] == m.cluster_serial else 'another block'} wrote through the "
+                       f"generic proxy, but {why}. The TMA may read a stale map: release it after writing "
+                       f"(tensormap.cp_fenceproxy ... .release, or fence.proxy.tensormap::generic.release) and "
+                       f"acquire it in the issuing thread (fence.proxy.tensormap::generic.acquire [map], 128)")
     return m.tensormap_objs[i], loc
 
 
