@@ -167,10 +167,15 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    cvt.f32.bf16 keeps a NaN's payload. Approximate instructions (.approx: __expf, __fdividef, rsqrtf, ...)
    are computed exactly, not as the MUFU unit approximates them.
 
-Scheduling: the runnable threads at the lowest PC go first. That exposes most orderings a race
-needs, but not all of them: the rules above are checked against the happens-before order (vector
-clocks), not against the schedule, so a missing barrier or a missing wait is reported whichever
-thread happens to run first.
+Scheduling: the runnable threads at the lowest PC go first (schedule="lockstep"). That exposes most
+orderings a race needs, but not all of them: the rules above are checked against the happens-before
+order (vector clocks), not against the schedule, so a missing barrier or a missing wait is reported
+whichever thread happens to run first. What depends on the order itself (which phase an arrival
+counts for, whether a wait passes before a copy is issued) needs other schedules: schedule="ahead"
+(scheduler.Ahead) lets warps run ahead of each other, in turns drawn from the seed, each alone until
+it blocks or its quantum ends; report.schedule names the schedule and its seed, and the same seed
+replays it. An mbarrier initialized for fewer arrivals than its producers make, or a consumer that
+passes its first wait before the copy is issued, shows only there.
 
 Not modelled (no verdict either way): races between ordinary st.shared/ld.shared of different
 threads, global-memory races between blocks, atomics' memory orders (atomics run lane by lane),
