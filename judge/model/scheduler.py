@@ -39,13 +39,15 @@ _SAFE = frozenset("add sub mul mad fma div rem min max and or xor not neg abs cn
 
 class Ahead:
     """A schedule in which warps run ahead of each other (judge.model.run(schedule="ahead")): the warps of the
-    cluster take turns in an order drawn from the seed, and the warp whose turn it is runs alone until it
-    blocks (a barrier, an mbarrier wait that cannot succeed yet), exits, or has run its quantum of
-    instruction groups (drawn from the seed too, so that a spin loop on memory lets the others run). So one
-    warp's arrivals may all come before another warp's copies are issued, and a consumer warp may run as
-    far ahead of its producer as its waits allow: orders lockstep never produces, all of which the PTX
-    memory model allows (no forward-progress or fairness guarantee between warps without synchronization).
-    The same seed gives the same schedule (report.schedule says which)."""
+    cluster are dealt, in an order drawn from the seed, into 2 to 4 groups that take turns; the group whose
+    turn it is runs alone (its warps together, as in lockstep) until all of them block (a barrier, an mbarrier
+    wait that cannot succeed yet), exit, or the group has run its quantum of instruction groups (drawn from
+    the seed too, so that a spin loop on memory lets the others run). So one group's arrivals may all come
+    before another group's copies are issued, and a consumer warp may run as far ahead of its producer as
+    its waits allow: orders lockstep never produces, all of which the PTX memory model allows (no
+    forward-progress or fairness guarantee between warps without synchronization). A run costs about as many
+    instruction groups as there are groups of warps times lockstep's. The same seed gives the same schedule
+    (report.schedule says which)."""
 
     def __init__(self, m, seed):
         self.rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 0x5EED])
@@ -55,25 +57,30 @@ class Ahead:
 
     def begin(self, m):
         wpc = -(-m.nthr_cta // 32)
+        nw = wpc * m.ncta
         self.warp_of = m.cta * wpc + m.lt // 32
-        self.order = self.rng.permutation(wpc * m.ncta)
+        order = self.rng.permutation(nw)
+        k = min(nw, int(self.rng.integers(2, 5)))
+        cuts = np.sort(self.rng.choice(np.arange(1, nw), k - 1, replace=False)) if k > 1 else []
+        self.groups = [g for g in np.split(order, cuts) if len(g)]
+        self.masks = [np.isin(self.warp_of, g) for g in self.groups]
         self.i = -1
         self.left = 0
-        # each warp now issues its instruction groups alone: the budget grows with the warps it is shared by
-        m.budget = self.budget * len(self.order)
         self.lead = np.zeros(m.n, bool)
-        m.schedule_note = (f"warps ahead (seed {m.seed}): turns in warp order {self.order.tolist()[:16]}"
-                           f"{'...' if len(self.order) > 16 else ''}, each up to {self.quantum} instruction groups")
+        # each group now issues its instruction groups alone: the budget grows with the groups
+        m.budget = self.budget * len(self.groups)
+        m.schedule_note = (f"warps ahead (seed {m.seed}): groups of warps {[g.tolist() for g in self.groups]} "
+                           f"take turns, each up to {self.quantum} instruction groups")
 
     def pick(self, runnable):
-        """The runnable threads of the warp whose turn it is (the next warp in order with any, when the turn ends)."""
+        """The runnable threads of the group whose turn it is (the next group with any, when the turn ends)."""
         lr = runnable & self.lead
         if self.left > 0 and lr.any():
             self.left -= 1
             return lr
-        for _ in range(len(self.order)):
-            self.i = (self.i + 1) % len(self.order)
-            self.lead = self.warp_of == self.order[self.i]
+        for _ in range(len(self.groups)):
+            self.i = (self.i + 1) % len(self.groups)
+            self.lead = self.masks[self.i]
             lr = runnable & self.lead
             if lr.any():
                 self.left = self.quantum - 1
