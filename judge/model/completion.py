@@ -240,7 +240,7 @@ def bulk_complete(m, b, ins):
     m.bulk_waited_time[c, b["words"]] = m.gtime
     m.bulk_waited_any = True
     b["read"] = b["done"] = True
-    m.bulk.remove(b)
+    m.bulk[:] = [x for x in m.bulk if x is not b]   # by identity: == on these dicts compares arrays
     m.event("bulk.read", thread=b["thread"])
 
 

@@ -39,7 +39,8 @@ _SAFE = frozenset("add sub mul mad fma div rem min max and or xor not neg abs cn
 
 class Ahead:
     """A schedule in which warps run ahead of each other (judge.model.run(schedule="ahead")): the warps of the
-    cluster are dealt, in an order drawn from the seed, into 2 to 4 groups that take turns; the group whose
+    cluster (its warpgroups, in a kernel with wgmma or setmaxnreg) are dealt, in an order drawn from the seed,
+    into 2 to 4 groups that take turns; the group whose
     turn it is runs alone (its warps together, as in lockstep) until all of them block (a barrier, an mbarrier
     wait that cannot succeed yet), exit, or the group has run its quantum of instruction groups (drawn from
     the seed too, so that a spin loop on memory lets the others run). So one group's arrivals may all come
@@ -56,9 +57,12 @@ class Ahead:
         self.warp_of = None
 
     def begin(self, m):
-        wpc = -(-m.nthr_cta // 32)
+        # the unit dealt is a warp, or a warpgroup where the kernel has warpgroup-wide .sync.aligned instructions
+        # (wgmma, setmaxnreg: all 128 threads execute each one together, PTX ISA 9.7.15 / setmaxnreg)
+        unit = 128 if any(i.parts[0] in ("wgmma", "setmaxnreg") for i in m.k.code) else 32
+        wpc = -(-m.nthr_cta // unit)
         nw = wpc * m.ncta
-        self.warp_of = m.cta * wpc + m.lt // 32
+        self.warp_of = m.cta * wpc + m.lt // unit
         order = self.rng.permutation(nw)
         k = min(nw, int(self.rng.integers(2, 5)))
         cuts = np.sort(self.rng.choice(np.arange(1, nw), k - 1, replace=False)) if k > 1 else []
@@ -69,7 +73,8 @@ class Ahead:
         self.lead = np.zeros(m.n, bool)
         # each group now issues its instruction groups alone: the budget grows with the groups
         m.budget = self.budget * len(self.groups)
-        m.schedule_note = (f"warps ahead (seed {m.seed}): groups of warps {[g.tolist() for g in self.groups]} "
+        m.schedule_note = (f"warps ahead (seed {m.seed}): groups of {'warpgroups' if unit == 128 else 'warps'} "
+                           f"{[g.tolist() for g in self.groups]} "
                            f"take turns, each up to {self.quantum} instruction groups")
 
     def pick(self, runnable):

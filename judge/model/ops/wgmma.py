@@ -276,4 +276,4 @@ def complete(m, mma, ins):
     # the wait that completes a wgmma is one warpgroup-wide event (.sync.aligned): every thread of the
     # warpgroup observes that the operands were read, so any of them may hand the buffers back
     checks.join(m, full, full)
-    m.wg_ops.remove(mma)
+    m.wg_ops[:] = [x for x in m.wg_ops if x is not mma]   # by identity: == on these dicts compares arrays
