@@ -4,7 +4,8 @@ Run: PYTHONPATH=$PWD .venv/bin/python lab/bench_model.py [--reps 2] [--schedule 
      (no GPU; not a test)
 
 For each of the six kernel exercises, the solution is graded in this process the way the check's child does
-(judge.grading.exercise.grader on a Submission), --reps times after one warm-up that fills the compile cache;
+(judge.grading.exercise.grader on a Submission), --reps times after one warm-up that fills the compile cache,
+its cases drawn from a fixed seed (--seed) so that two versions of the model grade the same cases;
 the figure is the best wall time of a check, with the part spent inside judge.model.run and the number of
 model runs. --schedule ahead runs every model run of the checks with warps running ahead of each other
 (judge.model.run(schedule="ahead")), to measure what that schedule costs. --profile EX prints the functions that take the time of one check of EX (cProfile, cumulative).
@@ -18,6 +19,8 @@ import pstats
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 from judge import model
 from judge.grading import exercise, submission
@@ -45,7 +48,12 @@ def _timed_model(schedule=None):
     return tot, lambda: setattr(model, "run", real)
 
 
-def check_once(ex_id):
+def check_once(ex_id, seed=1):
+    """One check of the solution, its cases drawn from `seed` (the same cases every time, so that two versions
+    of the model grade the same work)."""
+    from judge.grading import cuda_flow
+    draws = iter(np.random.default_rng(seed).integers(0, 2**31, 64).tolist())
+    cuda_flow._seed = lambda: next(draws)
     ex = exercise.get(ex_id)
     with tempfile.TemporaryDirectory() as d:
         sub = submission.Submission(ex, ex.solution_path, Path(d))
@@ -59,25 +67,26 @@ def main():
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--profile", default=None)
     ap.add_argument("--schedule", default=None)
+    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("exercises", nargs="*", default=list(EXERCISES))
     a = ap.parse_args()
     if a.profile:
         _timed_model(a.schedule)
-        check_once(a.profile)
+        check_once(a.profile, a.seed)
         pr = cProfile.Profile()
         pr.enable()
-        check_once(a.profile)
+        check_once(a.profile, a.seed)
         pr.disable()
         pstats.Stats(pr).sort_stats("cumulative").print_stats(30)
         return
     print(f"{'exercise':16} {'verdict':8} {'check s':>8} {'model s':>8} {'runs':>5} {'steps':>8}")
     for ex_id in a.exercises:
-        check_once(ex_id)                                   # warm: compile cache, imports
+        check_once(ex_id, a.seed)                           # warm: compile cache, imports
         best = None
         for _ in range(a.reps):
             tot, undo = _timed_model(a.schedule)
             try:
-                wall, res = check_once(ex_id)
+                wall, res = check_once(ex_id, a.seed)
             finally:
                 undo()
             if best is None or wall < best[0]:

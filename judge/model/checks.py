@@ -410,16 +410,18 @@ MANY_LANES = -1        # r_solo: several lanes of the warp read the word
 def note_read(m, cta, words, thr, pc):
     """Remember that the warps of threads thr read these words now, and which lane when only one did
     (for check_overwrite)."""
-    C = np.broadcast_to(cta[:, None], words.shape)
-    Wp = np.broadcast_to((thr // 32)[:, None], words.shape)
-    m.r_wt[C, words, Wp] = m.gtime
-    m.r_pc[C, words] = pc
-    T = np.broadcast_to(thr[:, None].astype(np.int32), words.shape)
-    m.r_solo[C, words, Wp] = T
+    nw = m.r_wt.shape[2]
+    rows = cta.astype(np.int64) * m.r_wt.shape[1]
+    m.r_pc.reshape(-1)[(rows[:, None] + words).ravel()] = pc
+    flat = ((rows[:, None] + words) * nw + (thr // 32)[:, None]).ravel()   # one index into r_wt and r_solo
+    m.r_wt.reshape(-1)[flat] = m.gtime
+    solo = m.r_solo.reshape(-1)
+    T = np.repeat(thr.astype(np.int32), words.shape[1])
+    solo[flat] = T
     if len(thr) > 1:                        # lanes of one warp that read one word: no single reader
-        many = m.r_solo[C, words, Wp] != T
+        many = solo[flat] != T
         if many.any():
-            m.r_solo[C[many], words[many], Wp[many]] = MANY_LANES
+            solo[flat[many]] = MANY_LANES
 
 
 def check_overwrite(m, cta, words, thr, ins, what):
