@@ -1,6 +1,6 @@
 """lab/bench_model.py - how long the CPU model takes to grade each GPU exercise's solution, and where the time goes.
 
-Run: PYTHONPATH=$PWD .venv/bin/python lab/bench_model.py [--reps 2] [--schedule ahead] [--profile ws_gemm]
+Run: PYTHONPATH=$PWD python -m lab.bench_model [--reps 2] [--seed 1] [--schedule ahead] [--profile ws_gemm] [EX ...]
      (no GPU; not a test)
 
 For each of the six kernel exercises, the solution is graded in this process the way the check's child does

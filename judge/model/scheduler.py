@@ -57,6 +57,7 @@ class Ahead:
         self.warp_of = None
 
     def begin(self, m):
+        """Deal this cluster's warps (or warpgroups) into the groups that take turns."""
         # the unit dealt is a warp, or a warpgroup where the kernel has warpgroup-wide .sync.aligned instructions
         # (wgmma, setmaxnreg: all 128 threads execute each one together, PTX ISA 9.7.15 / setmaxnreg)
         unit = 128 if any(i.parts[0] in ("wgmma", "setmaxnreg") for i in m.k.code) else 32
