@@ -333,15 +333,23 @@ extern "C" __global__ void four_parts(const float* x, float* out) {
 """
 
 
-def _four_parts(count, schedule, seed):
-    b = build.compile(COUNT_TOO_SMALL.replace("COUNT", str(count)), name="four_parts.cu", target="sm_90a")
+def _copy_256(src, kernel, block, schedule, seed):
+    """A kernel that copies 256 floats through shared memory, run on the model: its verdict in words (right,
+    WRONG output, WRONG <rule>, HANG) and the schedule that ran."""
+    b = build.compile(src, name=f"{kernel}.cu", target="sm_90a")
     x = np.random.default_rng(seed).standard_normal(256).astype(np.float32)
     out = compare.poison(np.empty(256, np.float32))
     try:
-        rep = model.run(b, "four_parts", block=(128,), args=(x, out), seed=seed, schedule=schedule)
+        rep = model.run(b, kernel, block=(block,), args=(x, out), seed=seed, schedule=schedule)
     except model.Violation as e:
         return f"WRONG {e.rule}", e.schedule
+    except model.Hang as e:
+        return "HANG", e.schedule
     return ("right" if np.array_equal(out, x) else "WRONG output"), rep.schedule
+
+
+def _four_parts(count, schedule, seed):
+    return _copy_256(COUNT_TOO_SMALL.replace("COUNT", str(count)), "four_parts", 128, schedule, seed)
 
 
 def test_warps_running_ahead_find_an_mbarrier_count_too_small_for_its_arrivals():
@@ -383,16 +391,7 @@ extern "C" __global__ void producer_consumer(const float* x, float* out) {
 
 
 def _producer_consumer(parity, schedule, seed):
-    b = build.compile(CONSUMER_AHEAD.replace("PARITY", str(parity)), name="producer_consumer.cu", target="sm_90a")
-    x = np.random.default_rng(seed).standard_normal(256).astype(np.float32)
-    out = compare.poison(np.empty(256, np.float32))
-    try:
-        rep = model.run(b, "producer_consumer", block=(64,), args=(x, out), seed=seed, schedule=schedule)
-    except model.Violation as e:
-        return f"WRONG {e.rule}", e.schedule
-    except model.Hang as e:
-        return "HANG", e.schedule
-    return ("right" if np.array_equal(out, x) else "WRONG output"), rep.schedule
+    return _copy_256(CONSUMER_AHEAD.replace("PARITY", str(parity)), "producer_consumer", 64, schedule, seed)
 
 
 def test_a_consumer_warp_running_ahead_of_its_producer_reads_before_the_copy():
