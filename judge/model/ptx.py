@@ -153,23 +153,22 @@ class _Scopes:
 
     def label(self, name):
         """Declare a label in the current block; its name in Kernel.labels (renamed inside a nested block)."""
-        if len(self.stack) == 1:
-            return name
-        self.n += 1
-        new = f"{name}@{self.n}"
-        self.labels[-1][name] = new
-        return new
+        return self._rename(self.labels, name)
 
     def refer(self, o):
         """A branch to label operand o, resolved when its block closes (labels may be used before they appear)."""
         self.pending[-1].append(o)
 
     def declare(self, name):
+        """Declare a register in the current block; its name in Kernel.regs (renamed inside a nested block)."""
+        return self._rename(self.stack, name)
+
+    def _rename(self, tables, name):
         if len(self.stack) == 1:
             return name
         self.n += 1
         new = f"{name}@{self.n}"
-        self.stack[-1][name] = new
+        tables[-1][name] = new
         return new
 
     def resolve(self, name):
