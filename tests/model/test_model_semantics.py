@@ -407,3 +407,28 @@ def test_a_consumer_warp_running_ahead_of_its_producer_reads_before_the_copy():
     assert wrong, found
     assert _producer_consumer(1, "ahead", wrong[0]) == found[wrong[0]]      # the same seed, the same schedule
     assert all(_producer_consumer(0, "ahead", s)[0] == "right" for s in range(6))   # parity 0 is right
+
+
+def test_two_warpgroups_whose_wgmma_groups_finish_out_of_order():
+    """ws_gemm's solution (two consumer warpgroups) with warps running ahead: one warpgroup waits for its
+    wgmma group while the other's is still pending. The model kept pending groups in a list it left by ==,
+    which compared their NumPy arrays and raised (the check said it could not run the kernel); now the
+    product is right on every schedule drawn."""
+    from judge.gpu import launch as _launch
+    from judge.grading import exercise
+    ex = exercise.get("ws_gemm")
+    chk = exercise.import_file(ex.folder / "check.py", "ws_gemm_check")
+    b = build.compile(ex.solution_path)
+    case = {"m": 128, "n": 256, "k": 48}
+    for seed in (6, 7):                  # seed 7 completes the second warpgroup's group first
+        ins = chk.inputs(case, np, np.random.default_rng(seed))
+        outs = chk.outputs(case, ins, np)
+        compare.poison(outs["c"])
+        _launch.model_options = {"schedule": "ahead", "seed": seed}
+        try:
+            chk.launch(b, case, ins, outs)
+        finally:
+            _launch.model_options = {}
+        assert "warps ahead" in _launch.last_model_report.schedule
+        ref = chk.reference(case, ins)["c"]
+        np.testing.assert_allclose(outs["c"].astype(np.float64), ref, rtol=2 ** -7, atol=0.05)
