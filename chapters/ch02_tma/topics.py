@@ -31,7 +31,7 @@ KERNELS = ["bulk_add_one", "zfill_tile", "wait_kinds", "tx_late", "tensormap_rep
            "swizzle_shifted", "store_negative"]
 
 
-EXPLORED = HERE / "topics_h200.json"     # measure_h200.sh's run on the H200, 2026-11-30
+EXPLORED = HERE / "topics_h200.json"     # this module's run on the H200 (python -m chapters.ch02_tma.topics), 2026-11-30
 
 
 def figures(section: str, key):

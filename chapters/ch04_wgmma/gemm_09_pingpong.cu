@@ -35,7 +35,7 @@
 //   that slot is a phase or more behind, the wait passes at once, and consumer 1 computes on a slot
 //   that holds tile 0's slice (or nothing yet) and releases it. Built that way the kernel faulted on
 //   the H200 ("unspecified launch failure") and the CPU model ends it as a HANG
-//   (tests/model/test_model_ch4.py).
+//   (tests/chapters/ch04_wgmma/test_on_model.py).
 // Build with -DTIMELINE to record %globaltimer per stage for the producer and both consumers of
 // block 0 into `timeline` (ladder.timeline("ping-pong") reads it); without it `timeline` is unused.
 // Run: chapters/ch04_wgmma/ladder.py (build_rung("ping-pong"), check_rung, measure_ladder).

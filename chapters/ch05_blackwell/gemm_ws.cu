@@ -1,7 +1,7 @@
 // gemm_ws.cu - a pipelined, warp-specialized, persistent tcgen05 GEMM for Blackwell (sm_100a).
 // judge: target=sm_100a features=tcgen05,tcgen05.commit,tma.load,mbarrier.wait,tmem.alloc,tmem.relinquish,tmem.dealloc,tmem.ld
 // Build and inspect (any machine, no GPU): python -c "from judge import build; print(build.compile('chapters/ch05_blackwell/gemm_ws.cu').sass)"
-// Run it on the CPU model (no GPU): chapters/ch05_blackwell/gemm_ws.py (run_on_model); tests/test_ch05_gemm_ws.py.
+// Run it on the CPU model (no GPU): chapters/ch05_blackwell/gemm_ws.py (run_on_model); tests/chapters/ch05_blackwell/test_gemm_ws.py.
 // No Blackwell GPU has run this kernel: the course compiles it, reads its SASS and runs its PTX on judge.model.
 //
 // C[M][N] (fp32, row-major) = A[M][K] (bf16, row-major) * B[N][K]^T (bf16, row-major): both operands K-major.
@@ -12,7 +12,8 @@
 //   warp 0, lane 0     PRODUCER: TMA loads of A and B K-slices into a ring of STAGES shared-memory slots.
 //   warp 1             allocates tensor memory (whole warp), then lane 0 is the MMA ISSUER: one thread
 //                      issues every tcgen05.mma of the CTA; warp 1 frees the columns at the end.
-//   warps 2..5         EPILOGUE warpgroup: tensor memory -> registers (tcgen05.ld) -> C in global memory.
+//   warps 2..5         EPILOGUE, four warps (not a warpgroup: a warpgroup starts at a warp rank that is a
+//                      multiple of 4): tensor memory -> registers (tcgen05.ld) -> C in global memory.
 // Barriers (mbarriers in shared memory; everyone tracks its own phase parity):
 //   full[s]       producer's arrive.expect_tx + the TMA bytes        -> the issuer may read slot s
 //   empty[s]      tcgen05.commit after the MMAs that read slot s     -> the producer may refill it

@@ -8,7 +8,7 @@
     rep.counts["cp.async"], rep.counts["smem_fill.st.shared.bytes"]   # who filled shared memory
     # raises model.Violation (WRONG), model.Hang (HANG), model.Unsupported (cannot judge)
 
-Try it: .venv/bin/python -m pytest tests/model/test_model.py tests/model/test_model_ch12.py tests/model/test_model_ch3.py tests/model/test_model_ch4.py -q
+Try it: .venv/bin/python -m pytest tests/model/test_model.py tests/chapters/ch01_cp_async/test_on_model.py tests/chapters/ch02_tma/test_on_model.py tests/chapters/ch03_clusters/test_on_model.py tests/chapters/ch04_wgmma/test_on_model.py -q
         .venv/bin/python -m pytest tests/model/test_model_ops_alu.py tests/model/test_model_ops_memory.py \
             tests/model/test_model_ops_async.py tests/model/test_model_rules.py tests/model/test_model_inventory.py -q
 
@@ -305,6 +305,8 @@ def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_
         m = Machine(mod, k, grid=grid, block=block, cluster=cluster, args=tuple(args),
                     shared_bytes=int(shared_bytes), budget=budget, strict=strict, seed=seed,
                     source_name=name, sms=sms, entry_registers=regs, memory=tuple(memory))
+        if isinstance(getattr(build, "source", None), str):
+            m.source_lines = _ptx.source_lines(build.source, name)
         m.launch_pending = list(origins)     # a try_cancel (ops.clc) may take clusters out before they start
         if schedule == "ahead":
             m.ahead = scheduler.Ahead(m, seed)
