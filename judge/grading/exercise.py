@@ -389,11 +389,8 @@ def import_file(path, name: str | None = None):
 def grader(ex: "Exercise"):
     """The exercise's check(sub): its check.py's own, or, for a GPU exercise whose check.py defines only
     inputs/outputs/reference/launch/work, the shared CUDA flow (judge.grading.cuda_flow.grade) over that module.
-    In a learners' release a Python exercise has no check.py (it holds the answer): its statement's worked
-    examples grade it (judge.grading.worked_examples.check)."""
-    if not (ex.folder / "check.py").is_file() and not ex.needs_gpu:
-        from judge.grading import worked_examples
-        return worked_examples.check
+    (In a learners' release a Python exercise has no check.py: judge.grading.check_child grades it on its
+    statement's worked examples instead.)"""
     mod = import_file(ex.folder / "check.py", f"check_{ex.id}")
     if callable(getattr(mod, "check", None)):
         return mod.check
