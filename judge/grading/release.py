@@ -21,7 +21,6 @@ everything as before.
 """
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 

@@ -65,6 +65,7 @@ def test_running_a_chapter_and_its_autosave_change_no_tracked_file(tmp_path):
     shutil.copy(ROOT / "practice" / "jupyter_config.py", repo / "practice" / "jupyter_config.py")
     nb = repo / "chapters" / CHAPTER.name
     shutil.copy(CHAPTER, nb)
+    (repo / "judge").symlink_to(ROOT / "judge")          # the chapter's first cell finds the course by judge/
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "course")
@@ -96,11 +97,12 @@ def test_running_a_chapter_and_its_autosave_change_no_tracked_file(tmp_path):
                 cell.wait_for(timeout=60_000)
                 page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
                 cell.locator(".jp-InputArea-editor").click()
-                page.keyboard.type("\n1 + 41  # a learner's edit\n")
+                page.keyboard.press("Control+End")
+                page.keyboard.type("\nprint(1 + 41)  # a learner's edit")
                 page.keyboard.press("Shift+Enter")
                 cell.locator(".jp-OutputArea-output").first.wait_for(timeout=120_000)
-                deadline = time.monotonic() + 60
-                while time.monotonic() < deadline and not (copy.exists() and "a learner's edit" in copy.read_text()):
+                deadline = time.monotonic() + 60      # autosave, every second here: until it saved the output
+                while time.monotonic() < deadline and not (copy.exists() and '"42' in copy.read_text()):
                     time.sleep(0.5)
             finally:
                 browser.close()
@@ -114,7 +116,8 @@ def test_running_a_chapter_and_its_autosave_change_no_tracked_file(tmp_path):
     assert copy.exists(), f"autosave wrote no copy in workspace/chapters/; the server said:\n{log[-3000:]}"
     saved = json.loads(copy.read_text())
     first = next(c for c in saved["cells"] if c["cell_type"] == "code")
-    assert "a learner's edit" in "".join(first["source"]) and first["outputs"], first
+    assert "a learner's edit" in "".join(first["source"]), first
+    assert "42" in json.dumps(first["outputs"]) and "Traceback" not in json.dumps(first["outputs"]), first["outputs"]
     assert _git(repo, "status", "--porcelain", "--untracked-files=no") == "", _git(repo, "diff", "--stat")
     assert nb.read_bytes() == CHAPTER.read_bytes()
     assert "workspace/" not in _git(repo, "status", "--porcelain")      # the copy is ignored, not untracked

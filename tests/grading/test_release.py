@@ -17,7 +17,6 @@ import csv
 import importlib
 import inspect
 import os
-import pkgutil
 import shutil
 import subprocess
 import sys
@@ -26,7 +25,6 @@ import pytest
 
 from judge import config
 from judge.grading import cpu_flow as flow, exercise, grade, release, worked_examples
-from judge.grading.result import Verdict
 
 ROOT = config.ROOT
 PY = [e for e in exercise.all_exercises() if not e.needs_gpu]
