@@ -10,7 +10,7 @@ copy, not the kernel the exercise asks for), and the files at the top (README.md
 Left out, for every exercise: its solution, exercises/*/fixtures/ (the wrong answers the judge must
 reject), its reference.py (a rule written for the check alone) and, for a Python exercise, its
 check.py (it computes the answer, or imports it). Also left out: tests/ and .ci/ (they grade the
-fixtures and solutions), lab/ (how figures were found), workspace/, .hypothesis/ and other caches,
+fixtures and solutions), lab/ (how figures were found), workspace/, .judge-cache/, .hypothesis/ and other caches,
 .git and virtual environments.
 
 In the copy, a Python exercise is graded on its statement's worked examples
@@ -27,7 +27,8 @@ from pathlib import Path
 from judge import config
 from judge.grading import exercise as _ex
 
-SKIP_TOP = {".git", ".venv", "venv", "workspace", "tests", ".ci", "lab", "build", "dist"}
+SKIP_TOP = {".git", ".venv", "venv", "workspace", "tests", ".ci", "lab", "build", "dist",
+            ".judge-cache", ".whl", ".gl"}      # the judge's cache holds fixtures it materialized
 SKIP_ANYWHERE = {"__pycache__", ".ipynb_checkpoints", ".hypothesis", ".pytest_cache", ".ruff_cache"}
 MARK = "RELEASE.md"     # at the top of a learners' copy: judge.grading.grade knows it by this file
 WITHHELD = ("fixtures", "reference.py")    # in every exercise's folder, besides its solution
