@@ -20,19 +20,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
 
 from judge import config
+from tests.browser import chromium
 
 ROOT = config.ROOT
 CHAPTER = sorted((ROOT / "chapters").glob("*01_cp_async.ipynb"))[0]
-
-
-def _chromium():
-    for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser"):
-        if Path(p).exists():
-            return p
-    return shutil.which("chromium")
 
 
 def _free_port() -> int:
@@ -46,18 +39,7 @@ def _git(repo, *args) -> str:
 
 
 def test_running_a_chapter_and_its_autosave_change_no_tracked_file(tmp_path):
-    exe = _chromium()
-    in_ci = os.environ.get("CI") == "true"
-    if exe is None:
-        if in_ci:
-            pytest.fail("CI must run the browser test: .ci/run installs Debian's chromium, and it is not here")
-        pytest.skip("no chromium here: `apt-get install -y chromium` (Debian's package; .ci/run installs it)")
-    try:
-        from playwright import sync_api
-    except ImportError:
-        if in_ci:
-            raise
-        pytest.skip("the playwright package is not installed (pip install -e '.[dev]' installs it)")
+    exe, sync_api = chromium()
     repo = tmp_path / "course"
     (repo / "practice").mkdir(parents=True)
     (repo / "chapters").mkdir()
@@ -94,8 +76,8 @@ def test_running_a_chapter_and_its_autosave_change_no_tracked_file(tmp_path):
                 page = browser.new_page()
                 page.goto(f"{base}/lab/tree/chapters/{CHAPTER.name}")
                 cell = page.locator(".jp-Notebook .jp-CodeCell").first
-                cell.wait_for(timeout=60_000)
-                page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
+                cell.wait_for(timeout=120_000)
+                page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=120_000)
                 cell.locator(".jp-InputArea-editor").click()
                 page.keyboard.press("Control+End")
                 page.keyboard.type("\nprint(1 + 41)  # a learner's edit")

@@ -15,7 +15,6 @@ import json
 import os
 import random
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import pytest
 from judge import gpu
 from judge.grading import class_sample, classroom, exercise, grade, gradebook
 from judge.grading.result import Result, Verdict
+from tests.browser import chromium
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, str(ROOT / "practice" / "judge.py")]
@@ -161,26 +161,8 @@ def test_the_hang_is_that_files_verdict_not_the_runs_end(graded):
     assert rec["result"]["details"], "a HANG says what such a loop looks like"
 
 
-def _chromium():
-    for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser"):
-        if Path(p).exists():
-            return p
-    return shutil.which("chromium")
-
-
 def test_the_gradebook_in_a_real_browser_shows_everyone_and_opens_a_cell(graded):
-    exe = _chromium()
-    in_ci = os.environ.get("CI") == "true"
-    if exe is None:
-        if in_ci:
-            pytest.fail("CI must run the browser test: .ci/run installs Debian's chromium, and it is not here")
-        pytest.skip("no chromium here: `apt-get install -y chromium` (Debian's package; .ci/run installs it)")
-    try:
-        from playwright import sync_api
-    except ImportError:
-        if in_ci:
-            raise
-        pytest.skip("the playwright package is not installed (pip install -e '.[dev]' installs it)")
+    exe, sync_api = chromium()
     rows = graded["rows"]
     page_url = (graded["out"] / "index.html").resolve().as_uri()
     with sync_api.sync_playwright() as pw:
