@@ -1,6 +1,6 @@
 """practice/jupyter_config.py - Jupyter's settings for the course: a learner's notebooks live in workspace/.
 
-    .venv/bin/jupyter lab --config=practice/jupyter_config.py --notebook-dir=. chapters/01_cp_async.ipynb
+    .venv/bin/jupyter lab --config=practice/jupyter_config.py --notebook-dir=. chapters/ch01_cp_async.ipynb
 
 The chapters' notebooks are the course's (git tracks them). Opened through this file, a chapter opens as the
 course wrote it until you save it; from the first save on (yours, or Jupyter's autosave, which also rewrites

@@ -18,7 +18,7 @@ def mnmajor_slice_descriptor(start: int, swizzle: str, ks: int, *, rows: int, k_
                              elem_bytes: int = 2) -> int:
     """The descriptor of k16 slice `ks` of the MN-major tile of `rows` (M or N) x `k_elems` k-rows at
     `start` (mnmajor_offset), swizzled: the layout a TMA box with M/N inner leaves, boxes of span/elem_bytes
-    columns one after the other - chapters/04_wgmma/gemm_mn_major.cu's B slot. LBO = k_elems x span (the
+    columns one after the other - chapters/ch04_wgmma/gemm_mn_major.cu's B slot. LBO = k_elems x span (the
     next box), SBO = 8 x span (the next 8 k-rows), the slice 16 k-rows per ks further on, and the base
     offset of a tile whose swizzle pattern starts at `start` (base_offset_for(start)): the same in every
     slice, since a slice moves whole patterns (16 x span is two repeats)."""

@@ -22,7 +22,7 @@ Sources, and what each was checked against (tests/chapters/test_ch04_cpu.py runs
   K-major descriptors with the stride byte offset of 8 rows (8 x 128 bytes) and an unused leading
   offset. The SASS agrees: the high 32 bits of a descriptor appear as an immediate (UMOV into the
   odd uniform register of HGMMA's gdesc[] pair), bit for bit what encode() gives
-  (sass_descriptor_words(); chapters/04_wgmma/wgmma_tile.cu shows it for all three swizzles).
+  (sass_descriptor_words(); chapters/ch04_wgmma/wgmma_tile.cu shows it for all three swizzles).
 - Accumulator fragment: PTX ISA, "Matrix Fragments for wgmma.mma_async.m64nNk16", accumulator D:
   warp w of the warpgroup owns rows 16w..16w+15; lane l holds rows 16w + l/4 and 16w + l/4 + 8,
   columns 8j + 2(l % 4) + {0, 1}; register d[i] is column pair j = i // 4, the lower row for

@@ -25,7 +25,7 @@ mn_ref = exercise.get("wgmma_mn_descriptor").reference_module()   # the exercise
 
 from tests.checking import graded_here
 
-CU = config.ROOT / "chapters" / "04_wgmma" / "gemm_mn_major.cu"
+CU = config.ROOT / "chapters" / "ch04_wgmma" / "gemm_mn_major.cu"
 EX = exercise.get("wgmma_mn_descriptor")
 CHECK = exercise.import_file(EX.folder / "check.py", "check_wgmma_mn_descriptor_ch04")
 

@@ -1,7 +1,6 @@
 """tests/chapters/test_exercise_links.py - every exercise is linked from the chapter that teaches it.
 
-The chapter is exercise.toml's `chapter`; its notebook is the chapters/ notebook numbered so (01_cp_async.ipynb
-or ch01_cp_async.ipynb). A link is Markdown, `[...](../exercises/<id>/README.md)`, in a markdown cell; every
+The chapter is exercise.toml's `chapter`; its notebook is the chapters/ notebook numbered so (ch01_cp_async.ipynb). A link is Markdown, `[...](../exercises/<id>/README.md)`, in a markdown cell; every
 such link in any chapter names a statement that exists.
 
 Run: PYTHONPATH=$PWD python -m pytest tests/chapters/test_exercise_links.py -q
