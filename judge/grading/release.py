@@ -18,6 +18,10 @@ In the copy, a Python exercise is graded on its statement's worked examples
 exercise is graded as in the full course. A notebook cell that grades a reference solution says that
 the copy holds none and goes on (judge.grading.grade.check). On the full course, grade-class grades
 everything as before.
+
+Every notebook of a release runs top to bottom without a GPU; to see it (a few minutes, not part of CI):
+    python3 practice/judge.py release /tmp/learners && cd /tmp/learners && \
+        PYTHONPATH=$PWD python3 -m pytest chapters --nbval-lax --nbval-current-env -q -p no:cacheprovider
 """
 from __future__ import annotations
 
@@ -56,7 +60,7 @@ def release(dest, *, root: Path | None = None) -> dict:
         raise ValueError(f"{dest} is inside the course ({root}): release into a folder outside it")
     shutil.copytree(root, dest, ignore=_ignore(root), symlinks=False)
     removed, checks, fixtures = [], [], 0
-    exercises = _ex.all_exercises()
+    exercises = [_ex.load(p.parent) for p in sorted((root / "exercises").glob("*/exercise.toml"))]
     for ex in exercises:
         src_fix = ex.folder / "fixtures"
         if src_fix.is_dir():
@@ -65,7 +69,7 @@ def release(dest, *, root: Path | None = None) -> dict:
         for p in folder.glob("solution.*"):
             p.unlink()
             removed.append(ex.id)
-        if not ex.needs_gpu:            # a Python exercise's check computes its answer (or imports it)
+        if not ex.needs_gpu and (folder / "check.py").exists():   # a Python check computes its answer
             (folder / "check.py").unlink()
             checks.append(ex.id)
     note = ["# This copy of the course is for learners",

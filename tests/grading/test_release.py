@@ -6,8 +6,9 @@ course that built it; no function of its judge/hw computes a Python exercise's w
 ones named in KNOWN (with the reason each is still there); grade-class in the copy gives every starter a
 verdict, a Python exercise's solution PASS on its statement's examples only (said in the verdict), and
 grading a withheld solution (as notebook cells do) SKIP with the reason. Every worked example the release
-grades with is the solution's answer in the full course. Running every release notebook is a command run
-once, not part of CI: see judge/grading/release.py.
+grades with is the solution's answer in the full course; and on a small course of its own, the copy leaves
+lab/ and tests/ out and keeps the chapters. Running every release notebook is a command run once, not part of
+CI: see judge/grading/release.py.
 
 Run: PYTHONPATH=$PWD python -m pytest tests/grading/test_release.py -q
 """
@@ -196,3 +197,16 @@ def test_a_withheld_solution_graded_in_the_copy_is_skip_with_the_reason(copy):
     assert len(lines) == 2 and all(x.startswith("SKIP |") and "holds no solution" in x for x in lines), lines
     with pytest.raises(FileNotFoundError):      # in the full course a missing file is still the caller's error
         grade.check("pipeline_timeline", ROOT / "exercises" / "pipeline_timeline" / "no_such.py", quiet=True)
+
+
+def test_release_leaves_the_lab_out_and_keeps_the_chapters(tmp_path):
+    root = tmp_path / "course"
+    for rel in ("README.md", "chapters/ch01_x/k.cu", "chapters/ch01_x.ipynb", "lab/explore.py",
+                "lab/patches/explore_x.patch", "tests/test_x.py", "practice/judge.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"{rel}\n")
+    dest = tmp_path / "learners"
+    release.release(dest, root=root)
+    assert not (dest / "lab").exists() and not (dest / "tests").exists()
+    for rel in ("README.md", "chapters/ch01_x/k.cu", "chapters/ch01_x.ipynb", "practice/judge.py"):
+        assert (dest / rel).read_text() == f"{rel}\n", rel
