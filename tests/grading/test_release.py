@@ -7,8 +7,8 @@ ones named in KNOWN (with the reason each is still there); grade-class in the co
 verdict, a Python exercise's solution PASS on its statement's examples only (said in the verdict), and
 grading a withheld solution (as notebook cells do) SKIP with the reason. Every worked example the release
 grades with is the solution's answer in the full course; and on a small course of its own, the copy leaves
-lab/ and tests/ out and keeps the chapters. Running every release notebook is a command run once, not part of
-CI: see judge/grading/release.py.
+lab/ and tests/ out and keeps the chapters. Chapter 1's notebook runs top to bottom in the copy under nbval;
+every release notebook is a command run once, not part of CI: see judge/grading/release.py.
 
 Run: PYTHONPATH=$PWD python -m pytest tests/grading/test_release.py -q
 """
@@ -210,3 +210,16 @@ def test_release_leaves_the_lab_out_and_keeps_the_chapters(tmp_path):
     assert not (dest / "lab").exists() and not (dest / "tests").exists()
     for rel in ("README.md", "chapters/ch01_x/k.cu", "chapters/ch01_x.ipynb", "practice/judge.py"):
         assert (dest / rel).read_text() == f"{rel}\n", rel
+
+
+def test_chapter_1_runs_top_to_bottom_in_the_copy(copy, tmp_path):
+    """One release notebook under nbval, as CI can afford (every one: the command in release.py's docstring).
+    Chapter 1 grades pipeline_timeline's solution and replays cp_async_sgemm's solution and a fixture on the
+    CPU model: in the copy each of those cells says it holds none, and the notebook goes on."""
+    dest, _ = copy
+    r = subprocess.run([sys.executable, "-m", "pytest", "chapters/ch01_cp_async.ipynb", "--nbval-lax",
+                        "--nbval-current-env", "-q", "-p", "no:cacheprovider"], cwd=dest,
+                       env=_env(PYTHONPATH=str(dest), JUDGE_WORKSPACE=str(tmp_path / "ws")),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert " passed" in r.stdout and "failed" not in r.stdout, r.stdout[-500:]
