@@ -17,7 +17,8 @@ In the copy, a Python exercise is graded on its statement's worked examples
 (judge.grading.worked_examples), and the verdict says the full grading is the instructor's; a GPU
 exercise is graded as in the full course. A notebook cell that grades a reference solution says that
 the copy holds none and goes on (judge.grading.grade.check). On the full course, grade-class grades
-everything as before.
+everything as before. Recorded notebook outputs name course files relative to the course, never by the
+path of the machine that recorded them.
 
 Every notebook of a release runs top to bottom without a GPU; to see it (a few minutes, not part of CI):
     python3 practice/judge.py release /tmp/learners && cd /tmp/learners && \
@@ -25,6 +26,8 @@ Every notebook of a release runs top to bottom without a GPU; to see it (a few m
 """
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from pathlib import Path
 
@@ -72,6 +75,8 @@ def release(dest, *, root: Path | None = None) -> dict:
         if not ex.needs_gpu and (folder / "check.py").exists():   # a Python check computes its answer
             (folder / "check.py").unlink()
             checks.append(ex.id)
+    for nb in sorted((dest / "chapters").glob("*.ipynb")):      # no machine's path in what a notebook shows
+        _outputs_without_paths(nb)
     note = ["# This copy of the course is for learners",
             "",
             "Made by `course release`: it holds no exercise's answer. The reference solutions, the judge's",
@@ -82,6 +87,36 @@ def release(dest, *, root: Path | None = None) -> dict:
     (dest / MARK).write_text("\n".join(note) + "\n")
     return {"dest": str(dest), "exercises": len(exercises), "solutions_removed": sorted(set(removed)),
             "checks_removed": checks, "fixtures_removed": fixtures}
+
+
+#: an absolute path to a file of a course (the machine that recorded a notebook's outputs named its own)
+_COURSE_PATH = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)+?(?=(?:chapters|exercises|judge|record|practice|workspace)/)")
+
+
+def _outputs_without_paths(nb: Path) -> bool:
+    """Rewrite the recorded outputs of notebook `nb` with course paths made relative (/work/x/chapters/a.cu ->
+    chapters/a.cu); the cells' sources stay as written. Returns whether anything changed."""
+    doc = json.loads(nb.read_text())
+    changed = False
+
+    def clean(v):
+        nonlocal changed
+        if isinstance(v, str):
+            new = _COURSE_PATH.sub("", v)
+            changed |= new != v
+            return new
+        if isinstance(v, list):
+            return [clean(x) for x in v]
+        if isinstance(v, dict):
+            return {k: (clean(x) if k not in ("image/png", "image/jpeg") else x) for k, x in v.items()}
+        return v
+
+    for cell in doc.get("cells", []):
+        if "outputs" in cell:
+            cell["outputs"] = clean(cell["outputs"])
+    if changed:
+        nb.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    return changed
 
 
 def is_release(root: Path | None = None) -> bool:

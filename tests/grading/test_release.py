@@ -18,6 +18,7 @@ import csv
 import importlib
 import inspect
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -84,6 +85,9 @@ def test_the_copy_names_no_path_of_the_course_that_built_it(copy):
     hits = [str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file() and p.stat().st_size < 50_000_000
             and root.encode() in p.read_bytes()]
     assert not hits, hits
+    machine = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)+(?:chapters|exercises)/")
+    named = [nb.name for nb in (dest / "chapters").glob("*.ipynb") if machine.search(nb.read_text())]
+    assert not named, f"recorded outputs that name a machine's path to a course file: {named}"
 
 
 def _hw_functions(root):
