@@ -96,7 +96,10 @@ _COURSE_PATH = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)+?(?=(?:chapters|exercises|j
 def _outputs_without_paths(nb: Path) -> bool:
     """Rewrite the recorded outputs of notebook `nb` with course paths made relative (/work/x/chapters/a.cu ->
     chapters/a.cu); the cells' sources stay as written. Returns whether anything changed."""
-    doc = json.loads(nb.read_text())
+    try:
+        doc = json.loads(nb.read_text())
+    except ValueError:          # not a notebook's JSON: left as it is
+        return False
     changed = False
 
     def clean(v):
