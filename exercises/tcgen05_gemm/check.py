@@ -67,8 +67,8 @@ def tolerance(case):
 
 def launch(build, case, ins, outs):
     M, N, K = case["m"], case["n"], case["k"]
-    _launch.launch(build, KERNEL, grid=(N // BN, M // BM, 1), block=(THREADS,),
-                   args=(ins["a"], ins["b"], outs["c"], np.int32(M), np.int32(N), np.int32(K)))
+    return _launch.launch(build, KERNEL, grid=(N // BN, M // BM, 1), block=(THREADS,),
+                          args=(ins["a"], ins["b"], outs["c"], np.int32(M), np.int32(N), np.int32(K)))
 
 
 def work(case):

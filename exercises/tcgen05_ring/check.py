@@ -80,8 +80,8 @@ def launch(build, case, ins, outs):
     ma = tma.tensor_map(ins["a"], box=(BK, BM), swizzle="128B")
     mb = tma.tensor_map(ins["b"], box=(BK, BN), swizzle="128B")
     tiles = (M // BM) * (N // BN)
-    _launch.launch(build, KERNEL, grid=(min(case.get("ctas", tiles), tiles), 1, 1), block=(THREADS,),
-                   shared_bytes=SHARED_BYTES, args=(ma, mb, outs["c"], np.int32(M), np.int32(N), np.int32(K)))
+    return _launch.launch(build, KERNEL, grid=(min(case.get("ctas", tiles), tiles), 1, 1), block=(THREADS,),
+                          shared_bytes=SHARED_BYTES, args=(ma, mb, outs["c"], np.int32(M), np.int32(N), np.int32(K)))
 
 
 def work(case):

@@ -110,8 +110,8 @@ def launch(build, case, ins, outs):
     M, N, K = case["m"], case["n"], case["k"]
     ma, mb, mc = _maps(ins["a"], ins["b"], outs["c"])
     grid = ((N + BN - 1) // BN, (M + BM - 1) // BM, 1)
-    _launch.launch(build, KERNEL, grid=grid, block=(THREADS,), shared_bytes=SHARED_BYTES,
-                   args=(ma, mb, mc, np.int32(M), np.int32(N), np.int32(K)))
+    return _launch.launch(build, KERNEL, grid=grid, block=(THREADS,), shared_bytes=SHARED_BYTES,
+                          args=(ma, mb, mc, np.int32(M), np.int32(N), np.int32(K)))
 
 
 def work(case):

@@ -81,10 +81,10 @@ def run_check(ex, path: Path, *, progress=None, timeout: float | None = None) ->
 
 def not_checked(ex) -> str:
     """What a SKIP leaves unchecked: said as plainly as what was checked."""
-    cases = ex.meta.get("cases", {}).get("list", []) if isinstance(ex.meta.get("cases"), dict) else []
+    cases = ex.cases.list
     parts = [f"the kernel's output on {len(cases) or 'its'} correctness case(s) against the reference, "
              f"on fresh random inputs"]
-    if ex.meta.get("timing") or ex.tiers:
+    if ex.timing is not None or ex.tiers:
         tiers = ", ".join(f"{k} {v}" for k, v in ex.tiers.items())
         parts.append("its speed at the timed case" + (f" (tiers: {tiers} of the ceiling)" if tiers else ""))
     return f"not checked here (needs a {ex.target.rstrip('a')} GPU): " + "; ".join(parts)
