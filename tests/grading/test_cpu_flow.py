@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 from judge.grading import grade
 from judge.grading.result import Stop, Verdict
@@ -195,7 +196,7 @@ def test_validate_runs_before_compare():
 
 def test_a_defect_of_the_reference_is_not_blamed_on_the_learner():
     fn = flow.Function("add", reference=lambda a, b: 1 / 0, args=st.tuples(st.integers(), st.integers()))
-    with pytest.raises(flow._JudgeError):
+    with pytest.raises(checks.JudgeError):
         flow.run(FakeSub(add=add_ref), [fn], seed=1)
 
 
