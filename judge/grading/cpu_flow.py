@@ -62,7 +62,6 @@ from judge.grading.submission import learner_error
 
 DEFAULT_BUDGET_S = 2.0  # seconds of drawn inputs for a whole check (shared out as it is spent)
 BUDGET_ENV = "JUDGE_DRAW_BUDGET_S"   # sets another (judge.config lists it); the test suite sets a smaller one
-BUDGET_S = None         # a number here (a test's monkeypatch) overrides both
 SHRINK_S = 1.5          # seconds to shrink a failing drawn input, once one is found
 EXAMPLES = 150          # drawn inputs per function unless the Function says otherwise
 SEED_ENV = "JUDGE_SEED"
@@ -265,9 +264,7 @@ def _lines(v) -> list[str]:
 
 
 def budget_s() -> float:
-    """Seconds of drawn inputs for a whole check: BUDGET_S when set, else JUDGE_DRAW_BUDGET_S, else 2 s."""
-    if BUDGET_S is not None:
-        return float(BUDGET_S)
+    """Seconds of drawn inputs for a whole check: JUDGE_DRAW_BUDGET_S when set, else 2 s."""
     env = os.environ.get(BUDGET_ENV, "").strip()
     return float(env) if env else DEFAULT_BUDGET_S
 

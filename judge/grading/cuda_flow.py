@@ -341,7 +341,7 @@ def without_gpu(g: Grading) -> None:
         if g.model_cases and not correct:         # the model could not run it: no verdict either way
             g.stop(Verdict.SKIP, f"compiled for {target}, SASS checked; the CPU model could not run the "
                                  f"kernel and there is no {target} GPU here",
-                   details=["not checked: correctness (see above what the model lacks)"])
+                   unchecked=["not checked: correctness (see above what the model lacks)"])
             return
         extra = list(g.check.simulate(g.build, g.sub)) if hasattr(g.check, "simulate") else []
         what = (f"ran on the CPU model of the machine and matched float64 ({g.model.ran()})" if correct
@@ -351,7 +351,7 @@ def without_gpu(g: Grading) -> None:
         return
     what = "correct under the async model; speed not measured here" if correct else gpu.why_not(target)
     g.stop(Verdict.PASS if correct else Verdict.SKIP, what,
-           details=[f"not checked here: {'timing and ' if correct else 'correctness, timing and '}"
+           unchecked=[f"not checked here: {'timing and ' if correct else 'correctness, timing and '}"
                     f"the real hardware's behaviour ({gpu.why_not(target)})"])
 
 
