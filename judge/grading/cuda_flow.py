@@ -205,11 +205,11 @@ def compile_kernel(g: Grading) -> None:
 
 def log_rules(g: Grading) -> None:
     """Step 2: compiler messages that decide a verdict ([log])."""
-    for code, rule in log_rule_table(g.ex.log).items():
+    for code, (verdict, why) in log_rule_table(g.ex.log).items():
         if re.search(rf"\b{code}\b", g.build.log):
             line = next(l for l in g.build.log.splitlines() if code in l)
             cause = _log_cause(code, g.build, g.ex.kernel, g.check)
-            g.stop(Verdict(rule.verdict), f"ptxas {code}: {cause}" if cause else rule.why, details=[line.strip()])
+            g.stop(Verdict(verdict), f"ptxas {code}: {cause}" if cause else why, details=[line.strip()])
             return
 
 
@@ -598,12 +598,12 @@ def _log_cause(code: str, b, kernel: str, mod) -> str:
     return ""
 
 
-def log_rule_table(log) -> dict:
-    """exercise.toml [log] (its typed Log): `forbid = ["C7508"]` (WRONG, with the message above), or
-    `C7508 = { verdict = "MISSING FEATURE", why = "..." }` for a verdict and message of its own."""
-    from judge.grading.exercise import LogRule
-    rules = {c: LogRule("WRONG", LOG_CODES.get(c, f"the compiler reported {c}")) for c in log.forbid}
-    rules.update(log.rules)
+def log_rule_table(log) -> dict[str, tuple[str, str]]:
+    """exercise.toml [log] (its typed Log) as code -> (verdict, why): `forbid = ["C7508"]` (WRONG, with the
+    message above), or `C7508 = { verdict = "MISSING FEATURE", why = "..." }` for a verdict and message of
+    its own."""
+    rules = {c: ("WRONG", LOG_CODES.get(c, f"the compiler reported {c}")) for c in log.forbid}
+    rules.update({c: (r.verdict, r.why) for c, r in log.rules.items()})
     return rules
 
 
