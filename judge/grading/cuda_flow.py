@@ -62,6 +62,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
 
 import numpy as np
 
@@ -111,11 +112,11 @@ class ModelOutcome:
 @dataclass
 class Grading:
     """One grading of one learner file: what every step reads and writes."""
-    sub: object                      # judge.grading.submission.Submission (progress, busy, build)
-    check: object                    # the exercise's check.py, as a module
-    ex: object                       # judge.grading.exercise.Exercise (the typed exercise.toml)
+    sub: object                      # judge.grading.submission.Submission: progress, busy, build
+    check: ModuleType                # the exercise's check.py
+    ex: object                       # judge.grading.exercise.Exercise: the typed exercise.toml
     runs_here: bool = False          # a GPU here runs the exercise's target
-    build: object = None             # judge.gpu.build.Build of the learner's file
+    build: object = None             # judge.gpu.build.Build: the learner's file, compiled
     kernel_sass: str = ""            # the graded kernel's SASS
     checked: list = field(default_factory=list)        # what was checked, said in the Result
     model_cases: list | None = None  # the cases the CPU model runs this run (drawn once)
