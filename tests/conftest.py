@@ -21,13 +21,11 @@ every grading inherit them.
 """
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parent.parent      # importable: pyproject's pytest pythonpath names it
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 

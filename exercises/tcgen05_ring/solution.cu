@@ -1,7 +1,7 @@
 // tcgen05_ring.cu - complete a warp-specialized tcgen05 GEMM: the commit-released ring and the double-buffered accumulator.
 // judge: target=sm_100a features=tcgen05,tcgen05.commit,tma.load,tmem.ld
 // Check: python practice/judge.py check tcgen05_ring   (compiled for sm_100a and run on the CPU model; README.md)
-// The chapter's kernel is chapters/05_blackwell/gemm_ws.cu; five hand-offs between its roles are marked TODO.
+// The chapter's kernel is chapters/ch05_blackwell/gemm_ws.cu; five hand-offs between its roles are marked TODO.
 //
 //
 // C[M][N] (fp32, row-major) = A[M][K] (bf16, row-major) * B[N][K]^T (bf16, row-major): both operands K-major.

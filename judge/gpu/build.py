@@ -1,7 +1,7 @@
 """Build CUDA source for Hopper: one way, on any machine.
 
     from judge.gpu import build
-    b = build.compile("chapters/01_cp_async/sgemm_cp_async.cu", defines={"STAGES": 4})
+    b = build.compile("chapters/ch01_cp_async/sgemm_cp_async.cu", defines={"STAGES": 4})
     print(b.resources)          # registers, shared memory, spills (from ptxas -v)
     print(b.sass_of("sgemm"))   # the SASS of one kernel
     b.uses("cp.async")          # True: LDGSTS is in the SASS

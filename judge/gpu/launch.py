@@ -1,7 +1,7 @@
 """The one launch layer: grid, block, dynamic shared memory, and a cluster size chosen at launch.
 
     from judge.gpu import build, launch
-    b = build.compile("chapters/03_clusters/cluster_sum.cu")
+    b = build.compile("chapters/ch03_clusters/cluster_sum.cu")
     launch.launch(b, "cluster_sum", grid=(64,), block=(256,), args=(x, out, np.int32(n)),
                   cluster=(4,), shared_bytes=64 << 10)
     launch.max_active_clusters(b, "cluster_sum", block=(256,), cluster=(4,), shared_bytes=64 << 10)

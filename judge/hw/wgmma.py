@@ -24,7 +24,7 @@ Sources, and what each was checked against (tests/chapters/test_ch04_cpu.py runs
   K-major descriptors with the stride byte offset of 8 rows (8 x 128 bytes) and an unused leading
   offset. The SASS agrees: the high 32 bits of a descriptor appear as an immediate (UMOV into the
   odd uniform register of HGMMA's gdesc[] pair), bit for bit what encode() gives
-  (sass_descriptor_words(); chapters/04_wgmma/wgmma_tile.cu shows it for all three swizzles).
+  (sass_descriptor_words(); chapters/ch04_wgmma/wgmma_tile.cu shows it for all three swizzles).
 - Accumulator fragment: PTX ISA, "Matrix Fragments for wgmma.mma_async.m64nNk16", accumulator D:
   warp w of the warpgroup owns rows 16w..16w+15; lane l holds rows 16w + l/4 and 16w + l/4 + 8,
   columns 8j + 2(l % 4) + {0, 1}; register d[i] is column pair j = i // 4, the lower row for
@@ -300,7 +300,7 @@ def mnmajor_slice_descriptor(start: int, swizzle: str, ks: int, *, rows: int, k_
                              elem_bytes: int = 2) -> int:
     """The descriptor of k16 slice `ks` of the MN-major tile of `rows` (M or N) x `k_elems` k-rows at
     `start` (mnmajor_offset), swizzled: the layout a TMA box with M/N inner leaves, boxes of span/elem_bytes
-    columns one after the other - chapters/04_wgmma/gemm_mn_major.cu's B slot. LBO = k_elems x span (the
+    columns one after the other - chapters/ch04_wgmma/gemm_mn_major.cu's B slot. LBO = k_elems x span (the
     next box), SBO = 8 x span (the next 8 k-rows), the slice 16 k-rows per ks further on, and the base
     offset of a tile whose swizzle pattern starts at `start` (base_offset_for(start)): the same in every
     slice, since a slice moves whole patterns (16 x span is two repeats)."""

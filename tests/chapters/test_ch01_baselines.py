@@ -5,15 +5,13 @@ host launches them with the right geometry, and on a Hopper GPU each computes A 
     python -m pytest tests/chapters/test_ch01_baselines.py -q        # GPU tests skip with the reason elsewhere
 """
 import re
-import sys
 
 import pytest
 
 from judge import config, gpu
 
-CH = config.CHAPTERS_DIR / "01_cp_async"
-sys.path.insert(0, str(CH))
-import sgemm  # noqa: E402
+CH = config.CHAPTERS_DIR / "ch01_cp_async"
+from chapters.ch01_cp_async import sgemm  # noqa: E402
 
 NEW = list(sgemm.MORE_KERNEL_FILES)
 

@@ -4,15 +4,13 @@ not spill, the host refuses partial tiles, and on a Hopper GPU every kernel comp
     python -m pytest tests/chapters/test_ch01_kernels.py -q        # GPU tests skip with the reason elsewhere
 """
 import re
-import sys
 
 import pytest
 
 from judge import config, gpu
 
-CH = config.CHAPTERS_DIR / "01_cp_async"
-sys.path.insert(0, str(CH))
-import sgemm  # noqa: E402
+CH = config.CHAPTERS_DIR / "ch01_cp_async"
+from chapters.ch01_cp_async import sgemm  # noqa: E402
 
 CP_ASYNC = ["sgemm_cp_async.cu", "sgemm_cp_async_timed.cu", "sgemm_tuned.cu"]
 

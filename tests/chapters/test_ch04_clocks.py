@@ -1,4 +1,4 @@
-"""Chapter 4 at the power cap (chapters/04_wgmma/clocks.py): speed is cycles times clock, each claim is stated
+"""Chapter 4 at the power cap (chapters/ch04_wgmma/clocks.py): speed is cycles times clock, each claim is stated
 only when its own test holds on the figures, and the record's figures (ch04.clocks, ch05.fp8_clocks) support
 what the notebooks print.
 
@@ -7,7 +7,6 @@ Run: python -m pytest tests/chapters/test_ch04_clocks.py -q       (no GPU)
 from __future__ import annotations
 
 import copy
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -17,9 +16,8 @@ from judge import record
 
 matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "chapters" / "04_wgmma"))
-import clocks  # noqa: E402
-import ladder  # noqa: E402
+from chapters.ch04_wgmma import clocks  # noqa: E402
+from chapters.ch04_wgmma import ladder  # noqa: E402
 
 R8, PP, NC = ladder.BEST, "ping-pong", ladder.BEST_WITHOUT_CLUSTER
 

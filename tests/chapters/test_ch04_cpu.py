@@ -17,7 +17,7 @@ from judge.grading.grade import Verdict
 
 from tests.checking import graded_here
 
-TILE_CU = "chapters/04_wgmma/wgmma_tile.cu"
+TILE_CU = "chapters/ch04_wgmma/wgmma_tile.cu"
 
 
 # ----------------------------------------------------------------------------- the descriptor

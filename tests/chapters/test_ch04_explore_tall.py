@@ -1,4 +1,4 @@
-"""Chapter 4's exploration of cuBLAS's 8192^3 tile (chapters/04_wgmma/explore_tall.patch on rung 8): 320 x 128
+"""Chapter 4's exploration of cuBLAS's 8192^3 tile (chapters/ch04_wgmma/explore_tall.patch on rung 8): 320 x 128
 blocks, both consumers on all 320 rows (five m64n64k16 each per k-step), A multicast between the two blocks of
 a cluster, one 64 x 64 TMA store per fragment through two alternating staging boxes. It must match float64 on
 the CPU model over several tiles and ragged edges, and the model must catch the staging-box race.
@@ -8,16 +8,14 @@ Run: python -m pytest tests/chapters/test_ch04_explore_tall.py -q       (no GPU)
 from __future__ import annotations
 
 import re
-import sys
 
 import pytest
 
 from judge import config
 from judge.model.errors import Violation
 
-sys.path.insert(0, str(config.CHAPTERS_DIR / "04_wgmma"))
-import explore_h200  # noqa: E402
-import ladder  # noqa: E402
+from chapters.ch04_wgmma import explore_h200  # noqa: E402
+from chapters.ch04_wgmma import ladder  # noqa: E402
 
 
 @pytest.fixture
@@ -56,4 +54,4 @@ def test_staging_boxes_alternated_per_tile_race_on_the_model(tall, monkeypatch):
 def test_the_tall_tile_asks_for_fewer_bytes_per_multiply_add_than_rung_8():
     per_mac = {tile: (1 / tile[0] + 1 / tile[1]) for tile in ((320, 128), (128, 256))}
     assert per_mac[(320, 128)] / per_mac[(128, 256)] == pytest.approx(1 - 0.067, abs=0.001)   # as the patch says
-    assert "6.7 % fewer bytes" in (config.CHAPTERS_DIR / "04_wgmma" / "explore_tall.patch").read_text()
+    assert "6.7 % fewer bytes" in (config.CHAPTERS_DIR / "ch04_wgmma" / "explore_tall.patch").read_text()

@@ -1,15 +1,12 @@
-"""Chapter 4's issue-rate probe (chapters/04_wgmma/wgmma_issue_rate.cu, host code issue_rate.py): it computes
+"""Chapter 4's issue-rate probe (chapters/ch04_wgmma/wgmma_issue_rate.cu, host code issue_rate.py): it computes
 what it times, on the CPU model, and the chapter's sentence about rung 9 is printed only when the figures
 support it. Run: pytest tests/chapters/test_ch04_issue_rate.py (no GPU needed)."""
-import sys
 
 import pytest
 
-from judge import config
 from judge.model.errors import Violation
 
-sys.path.insert(0, str(config.CHAPTERS_DIR / "04_wgmma"))
-import issue_rate  # noqa: E402
+from chapters.ch04_wgmma import issue_rate  # noqa: E402
 
 pytest.importorskip("ml_dtypes")
 

@@ -7,7 +7,6 @@ On a machine without a Hopper GPU the kernels are compiled (NVRTC, sm_90a) and t
 the GPU tests SKIP saying why.
 """
 import re
-import sys
 
 import numpy as np
 import pytest
@@ -15,9 +14,8 @@ import pytest
 from judge.grading import compare
 from judge import config, gpu
 
-HERE = config.ROOT / "chapters" / "04_wgmma"
-sys.path.insert(0, str(HERE))
-import ladder  # noqa: E402
+HERE = config.ROOT / "chapters" / "ch04_wgmma"
+from chapters.ch04_wgmma import ladder  # noqa: E402
 
 NAMES = [r["name"] for r in ladder.RUNGS]
 ALL = ladder.RUNGS + ladder.VARIANTS

@@ -22,7 +22,7 @@ from judge.hw import tma, wgmma
 
 from tests.checking import graded_here
 
-CU = config.ROOT / "chapters" / "04_wgmma" / "gemm_mn_major.cu"
+CU = config.ROOT / "chapters" / "ch04_wgmma" / "gemm_mn_major.cu"
 EX = exercise.get("wgmma_mn_descriptor")
 CHECK = exercise.import_file(EX.folder / "check.py", "check_wgmma_mn_descriptor_ch04")
 

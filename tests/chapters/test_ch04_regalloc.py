@@ -5,7 +5,6 @@ exercise setmaxnreg_split (python practice/judge.py check setmaxnreg_split).
 Run: python -m pytest tests/chapters/test_ch04_regalloc.py -q      (no GPU: kernels are compiled with NVRTC)
 """
 import re
-import sys
 
 import numpy as np
 import pytest
@@ -19,9 +18,8 @@ from judge.hw import regalloc
 
 from tests.checking import graded_here
 
-HERE = config.ROOT / "chapters" / "04_wgmma"
-sys.path.insert(0, str(HERE))
-import ladder  # noqa: E402
+HERE = config.ROOT / "chapters" / "ch04_wgmma"
+from chapters.ch04_wgmma import ladder  # noqa: E402
 
 EX = exercise.get("setmaxnreg_split")
 SPLITTING = sorted(p for p in HERE.glob("*.cu") if "regs_dec<" in p.read_text())

@@ -1,4 +1,4 @@
-"""Rung 10 of chapter 4's ladder, the stream-K tail (chapters/04_wgmma/gemm_10_stream_k.cu): its plan, its
+"""Rung 10 of chapter 4's ladder, the stream-K tail (chapters/ch04_wgmma/gemm_10_stream_k.cu): its plan, its
 SASS, and its partial sums on the CPU model of the machine, where a tile is split between two and three
 clusters; a kernel that forgets its partners' partial sums, or one slice, is caught.
 
@@ -8,7 +8,6 @@ The model runs the clusters one after another in rank order, so an owner always 
 partners' partial sums written: a missing flag WAIT cannot show there (the H200 tests run the kernel
 with every cluster at once, tests/chapters/test_ch04_kernels.py).
 """
-import sys
 
 import pytest
 
@@ -16,9 +15,8 @@ from judge import config
 from judge.gpu import build as _build
 from judge.model import Hang, Unsupported
 
-HERE = config.ROOT / "chapters" / "04_wgmma"
-sys.path.insert(0, str(HERE))
-import ladder  # noqa: E402
+HERE = config.ROOT / "chapters" / "ch04_wgmma"
+from chapters.ch04_wgmma import ladder  # noqa: E402
 
 SK = "stream-K tail"
 FILE = HERE / "gemm_10_stream_k.cu"

@@ -1,4 +1,4 @@
-"""Chapter 4's operand variants (chapters/04_wgmma/variants.py): an N-major B, A from registers, split-K.
+"""Chapter 4's operand variants (chapters/ch04_wgmma/variants.py): an N-major B, A from registers, split-K.
 
 Run: python -m pytest tests/chapters/test_ch04_variants.py -q
 
@@ -8,8 +8,6 @@ C zeroed, as the host must) against float64; each mistake is the file plus one c
 must catch it (a wrong C, or the rule it breaks), while a correct kernel written another way passes.
 On an H200 the measurement runs too.
 """
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,8 +15,7 @@ import pytest
 from judge import gpu, model
 from judge.hw import sass
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "chapters" / "04_wgmma"))
-import variants  # noqa: E402
+from chapters.ch04_wgmma import variants  # noqa: E402
 
 DEFINES = {"BN": 128, "BM": 128, "BK": 64, "STAGES": 4}     # the files' #ifndef blocks, to override one
 

@@ -1,4 +1,4 @@
-"""Chapter 5's block-scaled tile (chapters/05_blackwell/gemm_mxfp8.cu: MXFP8, MXFP4, NVFP4) on the CPU model, and its mistakes.
+"""Chapter 5's block-scaled tile (chapters/ch05_blackwell/gemm_mxfp8.cu: MXFP8, MXFP4, NVFP4) on the CPU model, and its mistakes.
 
 Run: python -m pytest tests/chapters/test_ch05_blockscaled.py -q
 
@@ -8,8 +8,6 @@ NaN, and C must match the float64 product of the decoded values within fp32 accu
 mistake is the kernel plus one patch (blockscaled.build_patched); a correct variant written another way
 (the scales copied by another thread, handed over through a commit) passes.
 """
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,8 +15,7 @@ import pytest
 from judge import model
 from judge.hw import formats, sass
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "chapters" / "05_blackwell"))
-import blockscaled  # noqa: E402
+from chapters.ch05_blackwell import blockscaled  # noqa: E402
 
 
 @pytest.mark.parametrize("fmt,mma", [("mxfp8", "tcgen05.f8f6f4"), ("mxfp4", "tcgen05.f4"), ("nvfp4", "tcgen05.f4")])

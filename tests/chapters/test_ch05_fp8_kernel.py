@@ -1,18 +1,16 @@
-"""The course's own FP8 GEMM, chapters/04_wgmma/gemm_fp8.cu: what the compiler made of it, the block
+"""The course's own FP8 GEMM, chapters/ch04_wgmma/gemm_fp8.cu: what the compiler made of it, the block
 quantization its host side uses, and (on an H200) its output against float64.
 
 Run: python -m pytest tests/chapters/test_ch05_fp8_kernel.py -q
 (tests/gpu/test_kernels.py builds every kernel too; this file checks what is specific to the FP8 one.)
 """
 import re
-import sys
 
 import pytest
 
-from judge import config, gpu
+from judge import gpu
 
-sys.path.insert(0, str(config.CHAPTERS_DIR / "05_blackwell"))
-import fp8  # noqa: E402 - chapters/05_blackwell/fp8.py
+from chapters.ch05_blackwell import fp8  # noqa: E402 - chapters/ch05_blackwell/fp8.py
 
 
 @pytest.fixture(scope="module")
@@ -261,8 +259,7 @@ def test_the_stmatrix_epilogue_matches_float64_and_a_row_named_by_the_wrong_lane
 
 
 def _explore():
-    sys.path.insert(0, str(config.CHAPTERS_DIR / "04_wgmma"))
-    import explore_h200
+    from chapters.ch04_wgmma import explore_h200
     return explore_h200
 
 
@@ -354,8 +351,7 @@ def test_the_why_of_promote2_rests_on_the_recorded_counters():
     import copy
 
     from judge import record
-    sys.path.insert(0, str(config.CHAPTERS_DIR / "05_blackwell"))
-    import notes
+    from chapters.ch05_blackwell import notes
     counters = record.figures("ch05.counters")
     by = notes.fp8_counters(counters)
     assert {(1, 4096), (2, 4096), (0, 4096), (1, 8192), (2, 8192)} <= set(by), sorted(by)
@@ -380,8 +376,7 @@ def _ledger(uniform: float, wgmma: float) -> dict:
 
 
 def test_the_stepped_descriptor_sentence_is_shown_only_when_the_ledgers_support_it():
-    sys.path.insert(0, str(config.CHAPTERS_DIR / "05_blackwell"))
-    import notes
+    from chapters.ch05_blackwell import notes
 
     def counters(anew, stepped, lib):
         return {"rows": [{"id": "ch05.fp8_promote2", "ledger": stepped}, {"id": "ch05.fp8_promote2_anew", "ledger": anew},
@@ -399,8 +394,7 @@ def test_the_stepped_descriptor_sentence_is_shown_only_when_the_ledgers_support_
 def test_the_recorded_ledgers_support_the_stepped_descriptor_explanation():
     # chapter 5 says why DESC_STEP=1: the record's ledgers (ch05.counters) must show it, on any machine
     from judge import record
-    sys.path.insert(0, str(config.CHAPTERS_DIR / "05_blackwell"))
-    import notes
+    from chapters.ch05_blackwell import notes
     counters = record.figures("ch05.counters")
     got = notes.ledgers(counters)
     assert set(got) == set(notes.LEDGERS), sorted(got)

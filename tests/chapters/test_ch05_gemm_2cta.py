@@ -1,4 +1,4 @@
-"""Chapter 5's GEMM over CTA pairs (chapters/05_blackwell/gemm_2cta.cu, tcgen05 cta_group::2) on the CPU model,
+"""Chapter 5's GEMM over CTA pairs (chapters/ch05_blackwell/gemm_2cta.cu, tcgen05 cta_group::2) on the CPU model,
 its SASS, what a pair saves, and its mistakes.
 
 Run: PYTHONPATH=$PWD .venv/bin/python -m pytest tests/chapters/test_ch05_gemm_2cta.py -q
@@ -10,8 +10,6 @@ float64 product. Each mistake is the kernel plus one patch (gemm_2cta.build_patc
 must give the verdict that names it; a correct kernel written another way must pass.
 """
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -19,9 +17,8 @@ from judge import model
 from judge.gpu import build
 from judge.hw import sass
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "chapters" / "05_blackwell"))
-import gemm_2cta  # noqa: E402
-import gemm_ws  # noqa: E402
+from chapters.ch05_blackwell import gemm_2cta  # noqa: E402
+from chapters.ch05_blackwell import gemm_ws  # noqa: E402
 
 
 @pytest.fixture(scope="module")

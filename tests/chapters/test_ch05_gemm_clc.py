@@ -6,7 +6,6 @@ Run: PYTHONPATH=$PWD .venv/bin/python -m pytest tests/chapters/test_ch05_gemm_cl
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +14,7 @@ import pytest
 from judge import model
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "chapters" / "05_blackwell"))
-import gemm_clc  # noqa: E402
+from chapters.ch05_blackwell import gemm_clc  # noqa: E402
 
 TEXT = gemm_clc.SOURCE.read_text()
 WAIT = "    tma::wait(&bar, phase);                   // the response is in shared memory only after this\n"

@@ -1,4 +1,4 @@
-"""Chapter 5's warp-specialized tcgen05 GEMM (chapters/05_blackwell/gemm_ws.cu) on the CPU model, and its mistakes.
+"""Chapter 5's warp-specialized tcgen05 GEMM (chapters/ch05_blackwell/gemm_ws.cu) on the CPU model, and its mistakes.
 
 Run: python -m pytest tests/chapters/test_ch05_gemm_ws.py -q
 
@@ -7,16 +7,13 @@ runs on judge.model with persistent CTAs (several tiles each, both accumulator b
 wrapping), on fresh random bf16 inputs with C poisoned with NaN, and C must match the float64 product.
 Each mistake is the kernel plus one patch (gemm_ws.build_patched), and the model must name the rule it breaks.
 """
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from judge import model
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "chapters" / "05_blackwell"))
-import gemm_ws  # noqa: E402
+from chapters.ch05_blackwell import gemm_ws  # noqa: E402
 
 
 @pytest.fixture(scope="module")

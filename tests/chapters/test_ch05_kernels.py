@@ -3,7 +3,6 @@
 Run: python -m pytest tests/chapters/test_ch05_kernels.py -q
 (tests/gpu/test_kernels.py already builds every kernel for its target and checks its SASS features.)
 """
-import sys
 
 import pytest
 
@@ -12,9 +11,8 @@ from judge.model import tiles
 from judge import config
 from judge import record
 
-CH = config.CHAPTERS_DIR / "05_blackwell"
-sys.path.insert(0, str(CH))
-import fp8  # noqa: E402 - chapters/05_blackwell/fp8.py
+CH = config.CHAPTERS_DIR / "ch05_blackwell"
+from chapters.ch05_blackwell import fp8  # noqa: E402 - chapters/ch05_blackwell/fp8.py
 
 # Dense tensor-core peaks of an H200 (the H100 SXM's: same GH100 chip and clocks), TFLOPS.
 H200_PEAK = {"bf16": 989.5, "fp8": 1979.0}

@@ -1,11 +1,9 @@
-"""What cuBLAS runs (chapters/04_wgmma/cublas_kernels.py): its kernels' names read into tile, K step, stages and
+"""What cuBLAS runs (chapters/ch04_wgmma/cublas_kernels.py): its kernels' names read into tile, K step, stages and
 cluster, and its counters put beside the course's kernels. Run: pytest tests/chapters/test_cublas_kernels.py."""
-import sys
 
-from judge import config, record
+from judge import record
 
-sys.path.insert(0, str(config.CHAPTERS_DIR / "04_wgmma"))
-import cublas_kernels  # noqa: E402
+from chapters.ch04_wgmma import cublas_kernels  # noqa: E402
 
 
 def test_a_cublas_name_reads_as_tile_k_step_stages_and_cluster():

@@ -134,7 +134,7 @@ def test_the_forge_probe_writes_into_a_parents_pipe_where_nothing_stops_it(tmp_p
     """
     r, w = os.pipe()
     try:
-        child = f"import sys; sys.path.insert(0, {str(CHEATS)!r}); import forge_via_proc"
+        child = f"import runpy; runpy.run_path({str(CHEATS / 'forge_via_proc.py')!r})"
         parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}])"
         subprocess.run([sys.executable, "-c", parent], pass_fds=(w,), stdin=subprocess.DEVNULL,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)

@@ -107,7 +107,7 @@ def test_double_buffered_accumulators_overlap_the_epilogue():
 def test_the_steps_of_a_model_run_replay_and_draw():
     """The chapter's tile runs on the CPU model (its own PTX); the protocol it ran replays here."""
     from judge.gpu import build
-    b = build.compile(config.CHAPTERS_DIR / "05_blackwell" / "tcgen05_tile.cu", target="sm_100a")
+    b = build.compile(config.CHAPTERS_DIR / "ch05_blackwell" / "tcgen05_tile.cu", target="sm_100a")
     rep = tiles.run_tile(b, "tcgen05_tile", K=128, seed=7)
     steps = tmem.protocol_from_run(rep)
     kinds = [s[0] for s in steps]

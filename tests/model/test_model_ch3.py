@@ -13,7 +13,7 @@ from judge.gpu import build
 from judge.grading import compare
 from judge import model
 
-SUM = Path(__file__).resolve().parents[2] / "chapters" / "03_clusters" / "cluster_sum.cu"
+SUM = Path(__file__).resolve().parents[2] / "chapters" / "ch03_clusters" / "cluster_sum.cu"
 
 
 def run_sum(kernel, size, cluster, extra=()):

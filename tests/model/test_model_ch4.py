@@ -23,7 +23,7 @@ from judge import model
 from judge.hw import tma
 
 REPO = Path(__file__).resolve().parents[2]
-CH4 = REPO / "chapters" / "04_wgmma"
+CH4 = REPO / "chapters" / "ch04_wgmma"
 BF16 = ml_dtypes.bfloat16
 
 
