@@ -156,6 +156,7 @@ def _run(req: dict, progress, timeout: float, grace: float = 0.0) -> Result:
             pass
         output: collections.deque = collections.deque(maxlen=OUTPUT_LINES)
         n_output, last_progress, result_json = 0, "starting", None
+        busy_with = ""                   # the grader's own work the last heartbeat named ("compile", "model")
         n_results, forged = 0, []                 # results seen; channel lines without the secret
         mark = secret + " "
         limit = timeout + grace
@@ -185,11 +186,12 @@ def _run(req: dict, progress, timeout: float, grace: float = 0.0) -> Result:
                     continue
                 line = line[len(mark):]
                 if line.startswith("P "):
-                    last_progress = line[2:]
+                    last_progress, busy_with = line[2:], ""
                     deadline = time.monotonic() + limit
                     if progress:
                         progress(last_progress)
-                elif line == "B":
+                elif line == "B" or line.startswith("B "):
+                    busy_with = line[2:]
                     deadline = time.monotonic() + limit
                 elif line.startswith("R "):
                     result_json = line[2:]
@@ -199,7 +201,7 @@ def _run(req: dict, progress, timeout: float, grace: float = 0.0) -> Result:
             raise
         if hung:
             _kill(proc)
-            if last_progress.startswith("compiling"):
+            if busy_with == "compile":
                 why = [f"the compiler worked on your file for over {config.GRADER_WORK_LIMIT_S:.0f} s: a loop "
                        "unrolled thousands of times or a huge constant array makes NVRTC this slow"]
             else:

@@ -267,7 +267,7 @@ def cpu_model(g: Grading) -> None:
     for i, case in enumerate(g.model_cases):
         g.sub.progress(f"CPU model of the async machine: case {i + 1}/{len(g.model_cases)} ({_case_name(case)})")
         try:
-            with g.sub.busy():                           # the model's step budget bounds a kernel's endless loop
+            with g.sub.busy(work="model"):               # the model's step budget bounds a kernel's endless loop
                 ran = model_case(b, g.check, g.ex, case)
         except CheckDefect:
             raise

@@ -36,7 +36,7 @@ class _Sub:
     def progress(self, text):
         pass
 
-    def busy(self):
+    def busy(self, **kw):
         return contextlib.nullcontext()
 
 
