@@ -31,7 +31,7 @@ KERNELS = ["bulk_add_one", "zfill_tile", "wait_kinds", "tx_late", "tensormap_rep
            "swizzle_shifted", "store_negative"]
 
 
-EXPLORED = HERE / "topics_h200.json"     # measure_h200.sh's run on the H200, 2026-11-30
+EXPLORED = HERE / "topics_h200.json"     # this module's run on the H200 (python -m chapters.ch02_tma.topics), 2026-11-30
 
 
 def figures(section: str, key):
@@ -46,7 +46,7 @@ def figures(section: str, key):
         saved = json.loads(EXPLORED.read_text())
         got = {k: saved.get(k) for k in key} if isinstance(key, tuple) else saved.get(key)
         if got is not None and not (isinstance(key, tuple) and None in got.values()):
-            return got, "measured on an H200 on 2026-11-30 by chapters/ch02_tma/measure_h200.sh (topics_h200.json)"
+            return got, "measured on an H200 on 2026-11-30 by python -m chapters.ch02_tma.topics (topics_h200.json)"
     return None, "(not recorded yet on an H200)"
 
 

@@ -1,7 +1,7 @@
 """Host side of chapter 3 (clusters, DSMEM, multicast): build, launch, check and time every kernel
 of chapters/ch03_clusters/.
 
-The notebook chapters/ch03_clusters.ipynb and tests/test_ch03*.py call these functions:
+The notebook chapters/ch03_clusters.ipynb and tests/chapters/ch03_clusters/ call these functions:
 
     from chapters.ch03_clusters import run as ch03
     ch03.build("cluster_sum").sass            # any machine: NVRTC -> sm_90a cubin -> SASS
@@ -12,7 +12,6 @@ The notebook chapters/ch03_clusters.ipynb and tests/test_ch03*.py call these fun
     ch03.cluster_sum(), ch03.early_exit()     # the DSMEM reduction, and the rule broken
     ch03.dsmem_latency(), ch03.dsmem_bandwidth()
     ch03.histogram(), ch03.multicast()        # multicast(flush=False): operands already in L2
-    python -m chapters.ch03_clusters.device_check OUT   # all of it on an H200, figures to OUT/ch03.json
 
 Every GPU function draws fresh random inputs, poisons its outputs (judge.grading.compare.poison), checks
 every launch by synchronizing and compares against a float64 (or exact integer) reference before

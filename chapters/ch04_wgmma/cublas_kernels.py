@@ -7,7 +7,7 @@ counters as the course's kernels.
     cublas_kernels.parse("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT")    # any machine
     cublas_kernels.rows(record.figures("ch04.counters"), ["TMA store + L2 order", "ping-pong"], 4096)
 
-Used by chapters/ch04_wgmma.ipynb and chapters/ch05_blackwell.ipynb; tested by tests/chapters/test_cublas_kernels.py.
+Used by chapters/ch04_wgmma.ipynb and chapters/ch05_blackwell.ipynb; tested by tests/chapters/ch04_wgmma/test_cublas_kernels.py.
 What a name says is cuBLAS's own naming, read as it reads (the tile field is printed as the library prints it,
 without claiming which of its numbers is M); the launch (grid, block) and the counters are measured.
 """

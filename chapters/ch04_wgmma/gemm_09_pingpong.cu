@@ -35,7 +35,7 @@
 //   that slot is a phase or more behind, the wait passes at once, and consumer 1 computes on a slot
 //   that holds tile 0's slice (or nothing yet) and releases it. Built that way the kernel faulted on
 //   the H200 ("unspecified launch failure") and the CPU model ends it as a HANG
-//   (tests/model/test_model_ch4.py).
+//   (tests/chapters/ch04_wgmma/test_on_model.py).
 // Build with -DTIMELINE to record %globaltimer per stage for the producer and both consumers of
 // block 0 into `timeline` (ladder.timeline("ping-pong") reads it); without it `timeline` is unused.
 // Run: chapters/ch04_wgmma/ladder.py (build_rung("ping-pong"), check_rung, measure_ladder).
@@ -89,7 +89,7 @@ __device__ __forceinline__ void release(unsigned long long* empty_slot) {
 }
 
 // A k16 step's descriptor is the slice's first with its address field moved on by 32 bytes (+2 in the
-// field's 16-byte units), made with one 32-bit add (chapters/ch04_wgmma/gemm_fp8.cu: DESC_STEP, which
+// field's 16-byte units), made with one 32-bit add (chapters/ch05_blackwell/gemm_fp8.cu: DESC_STEP, which
 // says why, and the RULE that keeps the add inside bits 0-13). Each consumer here issues its slice's
 // eight wgmma alone, so what sits between two of them is on its critical path. Measured on the H200
 // (explore_h200.py round17, 2026-12-02, both orders, of cuBLAS bf16): 0.848 / 0.893 -> 0.869 / 0.913 at

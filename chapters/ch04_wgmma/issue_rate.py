@@ -10,7 +10,7 @@ on the CPU model, and what it says about rung 9 (ping-pong), whose consumers iss
     draw_fed(fed)                        # MACs per cycle against the feed's bytes per cycle
 
 Run by chapters/ch04_wgmma.ipynb (section 6b; record section "ch04.issue_rate") and
-chapters/ch04_wgmma/explore_h200.py round3.
+lab/explore_h200.py round3.
 """
 from __future__ import annotations
 

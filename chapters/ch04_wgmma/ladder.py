@@ -1,6 +1,6 @@
 """Host side of Chapter 4's GEMM ladder: build, launch, check and time every rung.
 
-The notebook chapters/ch04_wgmma.ipynb and tests/chapters/test_ch04_kernels.py call these functions:
+The notebook chapters/ch04_wgmma.ipynb and tests/chapters/ch04_wgmma/test_kernels.py call these functions:
 
     from chapters.ch04_wgmma import ladder
     [r["name"] for r in ladder.RUNGS]            # the ten rungs, in order

@@ -10,7 +10,7 @@ consumer warpgroups over a 4-slot ring of 64-wide K slices, parity waits:
     gemm_splitk.cu    C (fp32) += A B^T over gridDim.z ranges of K, each added into C by
                       cp.reduce.async.bulk.tensor .add; C zeroed by the host first
 
-Use (the notebook chapters/ch04_wgmma.ipynb and tests/chapters/test_ch04_variants.py call these):
+Use (the notebook chapters/ch04_wgmma.ipynb and tests/chapters/ch04_wgmma/test_variants.py call these):
 
     from chapters.ch04_wgmma import variants
     variants.build("rs").sass                          # any machine: NVRTC -> sm_90a -> SASS

@@ -13,7 +13,7 @@ run_on_model draws fresh random inputs, quantizes them (judge.hw.formats, the co
 codes and scales out as the kernel reads them, poisons C with NaN, runs the kernel's own PTX on judge.model
 (tcgen05.cp of the scales, block-scaled tcgen05.mma, commit, tcgen05.ld) and compares C with the float64
 product of the decoded values (codes x scales), within the error of fp32 accumulation.
-Tests: tests/chapters/test_ch05_blockscaled.py.
+Tests: tests/chapters/ch05_blackwell/test_blockscaled.py.
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from chapters.ch05_blackwell import fp8
 from judge.record.counters import chapter_main, say
 
 HERE = Path(__file__).resolve().parent
-KERNEL_FILE = HERE.parent / "ch04_wgmma" / "gemm_fp8.cu"
+KERNEL_FILE = HERE / "gemm_fp8.cu"
 N = 4096
 #: gemm_fp8.cu, by PROMOTE level, at these sizes
 FP8_PROFILED = ((0, 4096), (1, 4096), (2, 4096), (0, 8192), (1, 8192), (2, 8192))

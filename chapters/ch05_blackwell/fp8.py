@@ -4,7 +4,7 @@ Run on a GPU:  PYTHONPATH=. python -m chapters.ch05_blackwell.fp8 --out DIR   (l
                the tables, writes DIR/fp8.json; under 2 minutes on an H200)
                PYTHONPATH=. python -m chapters.ch05_blackwell.fp8        (cuBLAS bf16 vs FP8; ~1 min)
                PYTHONPATH=. python -m chapters.ch05_blackwell.fp8 wgmma  (the course's own FP8 wgmma GEMM,
-               chapters/ch04_wgmma/gemm_fp8.cu, checked and timed against torch._scaled_mm)
+               chapters/ch05_blackwell/gemm_fp8.cu, checked and timed against torch._scaled_mm)
 Like for like (--out): the kernel against torch._scaled_mm(use_fast_accum=True) (neither promotes its
 partial sums), the PROMOTE=1 kernel against the default, promoting _scaled_mm, same inputs and row/column
 scales, interleaved launch by launch, with nvidia-smi's SM clock and throttle reasons beside the figures;
@@ -22,6 +22,7 @@ the full K = n. Outputs are NaN-poisoned before the launch that fills them.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 
@@ -127,7 +128,7 @@ def rows(figs: dict) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- the course's own FP8 GEMM
-# chapters/ch04_wgmma/gemm_fp8.cu: Chapter 4's producer/consumer wgmma design on E4M3 operands, with one
+# chapters/ch05_blackwell/gemm_fp8.cu: Chapter 4's producer/consumer wgmma design on E4M3 operands, with one
 # fp32 scale per 128 rows of A and one per 128 rows of B applied to the accumulators in the epilogue.
 #
 #   wgmma_fp8_check()            an H200: one small launch against float64, True or False
@@ -159,27 +160,26 @@ REL_TOL = 2.0 ** -7
 
 
 def _fp8_source():
-    from pathlib import Path
-    return Path(__file__).resolve().parent.parent / "ch04_wgmma" / "gemm_fp8.cu"
+    return Path(__file__).resolve().parent / "gemm_fp8.cu"
 
 
 def wgmma_fp8_build(promote: int = 0):
-    """Compile chapters/ch04_wgmma/gemm_fp8.cu for sm_90a (any machine, NVRTC): a judge.gpu.build.Build.
+    """Compile chapters/ch05_blackwell/gemm_fp8.cu for sm_90a (any machine, NVRTC): a judge.gpu.build.Build.
     promote: 0 (or False) never promotes, 1 (or True) PROMOTE=1, 2 PROMOTE=2."""
     from judge.gpu import build
     return build.compile(_fp8_source(), defines={"PROMOTE": int(promote)} if promote else None)
 
 
-def edited_source(edits=(), patch: str | None = None) -> str:
-    """gemm_fp8.cu's text changed in memory: first `patch`, the name of a unified diff in chapters/ch04_wgmma
-    (an exploration such as explore_fp8_a_regs.patch; its comment lines before the diff are skipped), then
-    `edits`, pairs (old, new) where old occurs exactly once (a mistake is the kernel plus one change)."""
+def edited_source(edits=(), patch: str | Path | None = None) -> str:
+    """gemm_fp8.cu's text changed in memory: first `patch`, the path of a unified diff (its comment lines before
+    the diff are skipped), then `edits`, pairs (old, new) where old occurs exactly once (a mistake is the kernel
+    plus one change)."""
     from judge.grading.patches import apply_patch
     path = _fp8_source()
     text = path.read_text()
     if patch is not None:
-        diff = (path.parent / patch).read_text()
-        text = apply_patch(text, diff[diff.index("--- a/"):], patch)
+        diff = Path(patch).read_text()
+        text = apply_patch(text, diff[diff.index("--- a/"):], Path(patch).name)
     for old, new in edits:
         if text.count(old) != 1:
             raise ValueError(f"an edit must match {path.name} exactly once; {old!r} matches {text.count(old)} times")
@@ -187,7 +187,7 @@ def edited_source(edits=(), patch: str | None = None) -> str:
     return text
 
 
-def edited_build(edits=(), patch: str | None = None, defines: dict | None = None):
+def edited_build(edits=(), patch: str | Path | None = None, defines: dict | None = None):
     """edited_source(edits, patch) compiled for sm_90a under the file's own name (so the CPU model's
     verdicts point into it)."""
     from judge.gpu import build
@@ -970,7 +970,7 @@ if __name__ == "__main__":
     args = ap.parse_args()
     what = args.what or ("compare" if args.out else "ceilings")
     out_dir = args.out or os.environ.get("OUT")
-    if what == "wgmma":                    # the course's own FP8 kernel (chapters/ch04_wgmma/gemm_fp8.cu)
+    if what == "wgmma":                    # the course's own FP8 kernel (chapters/ch05_blackwell/gemm_fp8.cu)
         if not (wgmma_fp8_check() and all(wgmma_fp8_check(200, 264, 272, promote=p) for p in (1, 2))):
             sys.exit("gemm_fp8.cu gave wrong results on the small checks; not timing it")
         r = wgmma_fp8()

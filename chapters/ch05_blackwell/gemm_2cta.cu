@@ -1,7 +1,7 @@
 // gemm_2cta.cu - a tcgen05 GEMM whose tiles of 256 x BN are computed by a PAIR of CTAs (cta_group::2), sm_100a.
 // judge: target=sm_100a features=tcgen05.2cta,tcgen05.commit,tma.load,mbarrier.wait,tmem.alloc,tmem.relinquish,tmem.dealloc,tmem.ld,cluster.barrier
 // Build and inspect (any machine, no GPU): python -c "from judge import build; print(build.compile('chapters/ch05_blackwell/gemm_2cta.cu').sass)"
-// Run it on the CPU model (no GPU): chapters/ch05_blackwell/gemm_2cta.py (run_on_model); tests/chapters/test_ch05_gemm_2cta.py.
+// Run it on the CPU model (no GPU): chapters/ch05_blackwell/gemm_2cta.py (run_on_model); tests/chapters/ch05_blackwell/test_gemm_2cta.py.
 // No Blackwell GPU has run this kernel: the course compiles it, reads its SASS and runs its PTX on judge.model.
 //
 // C[M][N] (fp32, row-major) = A[M][K] (bf16, row-major) * B[N][K]^T (bf16, row-major): both operands K-major.

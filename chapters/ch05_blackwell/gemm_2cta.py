@@ -12,7 +12,7 @@ Any machine, no GPU (none is used, and no Blackwell GPU has run this kernel):
 run_on_model draws fresh random bf16 inputs, poisons C with NaN, runs the kernel's own PTX on judge.model
 (clusters of 2: TMA with .cta_group::2 into each CTA, the pair's MMA reading both CTAs' shared memory,
 multicast commits, each CTA's tensor memory read by its own epilogue) and compares C with the float64
-product of the same bf16 values. Tests: tests/chapters/test_ch05_gemm_2cta.py.
+product of the same bf16 values. Tests: tests/chapters/ch05_blackwell/test_gemm_2cta.py.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 // gemm_clc.cu - persistent GEMM tiles scheduled by cluster launch control (sm_100a): a block that finishes a tile takes the next one by cancelling a block that has not started.
 // judge: target=sm_100a features=clc.try_cancel,mbarrier.wait
 // Build and inspect (any machine, no GPU): python -c "from judge import build; print(build.compile('chapters/ch05_blackwell/gemm_clc.cu').sass)"
-// Run it on the CPU model (no GPU): chapters/ch05_blackwell/gemm_clc.py (run_on_model); tests/chapters/test_ch05_gemm_clc.py.
+// Run it on the CPU model (no GPU): chapters/ch05_blackwell/gemm_clc.py (run_on_model); tests/chapters/ch05_blackwell/test_gemm_clc.py.
 // No Blackwell GPU has run this kernel: the course compiles it, reads its SASS and runs its PTX on judge.model.
 //
 // The grid has one block per TILE x TILE tile of C = A B (fp32, row-major, each element an FMA loop

@@ -11,7 +11,7 @@ Any machine, no GPU (none is used, and no Blackwell GPU has run this kernel):
 run_on_model draws fresh random fp32 inputs, poisons C with NaN, runs the kernel's own PTX on judge.model
 (which runs the grid's blocks one after another in its own order: a try_cancel takes a block that has not
 started out of the launch) and compares C with the float64 product. It also reads back how often each
-tile was computed: exactly once each, whoever computed it. Tests: tests/chapters/test_ch05_gemm_clc.py.
+tile was computed: exactly once each, whoever computed it. Tests: tests/chapters/ch05_blackwell/test_gemm_clc.py.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 // judge: target=sm_100a features=tcgen05.f8f6f4,tmem.cp,tcgen05.commit,tmem.alloc,tmem.relinquish,tmem.dealloc,tmem.ld,mbarrier.wait
 // Build and inspect (any machine, no GPU): python -c "from judge import build; print(build.compile('chapters/ch05_blackwell/gemm_mxfp8.cu').sass)"
 // NVFP4 variant: build.compile(path, defines={"NVFP4": 1}) (kind::mxf4nvf4, SASS UTCOMMA); MXFP4: {"MXFP4": 1}.
-// Run it on the CPU model (no GPU): chapters/ch05_blackwell/blockscaled.py; tests/chapters/test_ch05_blockscaled.py.
+// Run it on the CPU model (no GPU): chapters/ch05_blackwell/blockscaled.py; tests/chapters/ch05_blackwell/test_blockscaled.py.
 // No Blackwell GPU has run this kernel: the course compiles it, reads its SASS and runs its PTX on judge.model.
 //
 // C[128 * gridDim.x][N] (fp32, row-major) = (A * scale_A) (B * scale_B)^T, A[M][K] and B[N][K] K-major codes:

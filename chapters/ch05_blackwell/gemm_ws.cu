@@ -1,7 +1,7 @@
 // gemm_ws.cu - a pipelined, warp-specialized, persistent tcgen05 GEMM for Blackwell (sm_100a).
 // judge: target=sm_100a features=tcgen05,tcgen05.commit,tma.load,mbarrier.wait,tmem.alloc,tmem.relinquish,tmem.dealloc,tmem.ld
 // Build and inspect (any machine, no GPU): python -c "from judge import build; print(build.compile('chapters/ch05_blackwell/gemm_ws.cu').sass)"
-// Run it on the CPU model (no GPU): chapters/ch05_blackwell/gemm_ws.py (run_on_model); tests/test_ch05_gemm_ws.py.
+// Run it on the CPU model (no GPU): chapters/ch05_blackwell/gemm_ws.py (run_on_model); tests/chapters/ch05_blackwell/test_gemm_ws.py.
 // No Blackwell GPU has run this kernel: the course compiles it, reads its SASS and runs its PTX on judge.model.
 //
 // C[M][N] (fp32, row-major) = A[M][K] (bf16, row-major) * B[N][K]^T (bf16, row-major): both operands K-major.

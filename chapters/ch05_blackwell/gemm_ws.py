@@ -10,7 +10,7 @@ Any machine, no GPU (none is used, and no Blackwell GPU has run this kernel):
 
 run_on_model draws fresh random bf16 inputs, poisons C with NaN, runs the kernel's own PTX on judge.model
 (TMA from tensor maps made by judge.hw.tma.tensor_map_spec, mbarriers, tensor memory, tcgen05) and
-compares C with the float64 product of the same bf16 values. Tests: tests/chapters/test_ch05_gemm_ws.py.
+compares C with the float64 product of the same bf16 values. Tests: tests/chapters/ch05_blackwell/test_gemm_ws.py.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Both functions are called directly, through the Python flow (judge.grading.cpu_flow), and compared
 bit for bit with judge.hw.wgmma (the PTX ISA's Matrix Descriptor Format, checked against the SASS
-in tests/chapters/test_ch04_cpu.py):
+in tests/hw/test_wgmma.py):
 1. encode() on the statement's fields (every swizzle, base offsets, the largest values), then on
    field sets drawn per run;
 2. tile_descriptor() for every swizzle, slice k = 0..3 and four tile addresses (one above 64 KiB),

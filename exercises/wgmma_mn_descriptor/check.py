@@ -2,7 +2,7 @@
 
 Both functions are called through the Python flow (judge.grading.cpu_flow) and compared with
 judge.hw.wgmma (mnmajor_slice_descriptor and operand_address with major "MN": the PTX ISA's descriptor
-format and canonical MN-major layouts; tests/chapters/test_ch04_mn_descriptor.py holds them to
+format and canonical MN-major layouts; tests/chapters/ch04_wgmma/test_mn_descriptor.py holds them to
 gemm_mn_major.cu's desc_b_nmajor and to where TMA puts each element):
 1. nmajor_slice_descriptor() on listed tiles, in four groups, each with what it is there for:
      the statement's tiles   every swizzle x k = 0..3 at 0x400: the strides' roles, SBO's size, the

@@ -7,8 +7,8 @@ wrong fixtures, whose checks still run (nbgrader's release step).
 Copied: the chapters, the judge, practice/, record/ (the figures the H200 measured), every exercise's
 statement, starter, check.py and exercise.toml, and the files at the top (README.md, pyproject.toml ...).
 Left out: exercises/*/fixtures/ (the wrong answers the judge must reject), every solution whose check
-does not read it, tests/ and .ci/ (they grade the fixtures and solutions), workspace/, .git and virtual
-environments.
+does not read it, tests/ and .ci/ (they grade the fixtures and solutions), lab/ (the builders' exploration
+runs), workspace/, .git and virtual environments.
 
 A check that grades against its solution (sub.exercise.reference(), ex.solution_path) cannot run
 without it: that solution is kept, and the copy's RELEASE.md and the summary name the exercise, so an
@@ -24,7 +24,8 @@ from pathlib import Path
 from judge import config
 from judge.grading import exercise as _ex
 
-SKIP_TOP = {".git", ".venv", "venv", "workspace", "tests", ".ci", ".pytest_cache", ".ruff_cache", "build", "dist"}
+SKIP_TOP = {".git", ".venv", "venv", "workspace", "tests", ".ci", ".pytest_cache", ".ruff_cache", "build", "dist",
+            "lab"}                              # lab/: the builders' exploration runs, not the course
 SKIP_ANYWHERE = {"__pycache__", ".ipynb_checkpoints"}
 _READS_SOLUTION = re.compile(r"\.reference\(\)|solution_path|\bimport_file\([^)]*solution")
 

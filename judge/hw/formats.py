@@ -28,7 +28,7 @@ names the choice and takes it as an option:
                         (OCP: a NaN scale makes every element NaN).
     nibble order        pack_fp4: element 2i in bits 0-3, element 2i+1 in bits 4-7 of byte i.
 
-Element encodings are checked against ml_dtypes (tests/hw/test_ch05_formats.py); this module rounds
+Element encodings are checked against ml_dtypes (tests/hw/test_formats.py); this module rounds
 itself (in float64, one rounding) rather than casting, so that no double rounding through float32
 can move a value that sits near a tie.
 """

@@ -15,7 +15,7 @@
     wgmma.fragment_owner(row=20, col=13, n=64)        # (thread, reg): the way back
     wgmma.ring_schedule(tiles=12, S=4, load=3, mma=2) # a model of the producer/consumer mbarrier ring
 
-Sources, and what each was checked against (tests/chapters/test_ch04_cpu.py runs the checks):
+Sources, and what each was checked against (tests/hw/test_wgmma.py runs the checks):
 - Descriptor fields: PTX ISA, "Asynchronous Warpgroup Level Matrix Shared Memory Layout: Matrix
   Descriptor Format": start address, leading and stride byte offsets are byte values >> 4 in
   14-bit fields at bits 0, 16 and 32; the base offset is 3 bits at 49; the swizzle mode is 2 bits

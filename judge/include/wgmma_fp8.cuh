@@ -2,7 +2,7 @@
 // wgmma.mma_async m64nNk32 with both operands in shared memory (named by wgmma.cuh's descriptors).
 // Use: #include "wgmma_fp8.cuh" in a .cu built with judge.gpu.build.compile(..., target="sm_90a");
 // it includes wgmma.cuh (fence/commit/wait, descriptors, setmaxnreg, barriers) and tma.cuh.
-// Used by chapters/ch04_wgmma/gemm_fp8.cu.
+// Used by chapters/ch05_blackwell/gemm_fp8.cu.
 //
 // What changes from bf16 (PTX ISA, wgmma.mma_async, "Matrix shape" and "Register fragments"):
 //   * K per instruction is 32 (not 16): 32 one-byte elements are still 32 bytes of a K-major row,

@@ -14,6 +14,7 @@ What runs is the chapters' own code, never imported here. A chapter declares in 
 
     [counters]
     module = "chapters.ch04_wgmma.counters"
+    what = "every rung and variant of the ladder at 4096³, ..."     # said in --list and in the section
 
 and that module (its command line is chapter_main below) lists the chapter's kernels (`--list`: id, chapter,
 label, kernel name for ncu's -k, size, sources, and "ledger" where a ledger is wanted) and makes the one
@@ -157,18 +158,21 @@ NA = "n/a"
 
 
 # ----------------------------------------------------------------------------- the kernels
-def chapter_modules() -> list[str]:
-    """The module each chapter names for this pass in its figures.toml ([counters] module = ...), in the
-    chapters' order. The engine never imports them: it starts them (python -m MODULE --list / --run ID)."""
+def chapter_modules() -> dict[str, str]:
+    """module -> what it profiles, for each chapter that declares this pass in its figures.toml
+    ([counters] module = ..., what = ...), in the chapters' order. The engine never imports the modules: it
+    starts them (python -m MODULE --list / --run ID)."""
     from judge.record import write
-    out = []
+    out = {}
     for path, decl in write.declarations():
-        module = decl.get(DECLARED_BY, {}).get("module")
-        if module is None:
+        if DECLARED_BY not in decl:
             continue
-        if not re.fullmatch(r"chapters\.ch\d\d_\w+\.\w+", module):
+        module, what = decl[DECLARED_BY].get("module"), decl[DECLARED_BY].get("what")
+        if not (isinstance(module, str) and re.fullmatch(r"chapters\.ch\d\d_\w+\.\w+", module)):
             raise ValueError(f"{path}: [{DECLARED_BY}] module = {module!r} is not a chapter's module (chapters.chNN_name.x)")
-        out.append(module)
+        if not what:
+            raise ValueError(f"{path}: [{DECLARED_BY}] needs what = \"...\": what the pass profiles in this chapter")
+        out[module] = what
     return out
 
 
@@ -608,7 +612,8 @@ def profile_all(out_dir: Path, only: str = "", save: bool = True, timeout: float
         if save and last_of_chapter:        # saved chapter by chapter: a pass cut short keeps what it did
             ch = k["chapter"]
             srcs = sorted({s for x in todo if x["chapter"] == ch for s in x["sources"]} | {__file__})
-            record.save(f"{ch}.counters", {**meta, "rows": [x for x in rows if x["chapter"] == ch]}, sources=srcs)
+            record.save(f"{ch}.counters", {**meta, "what": chapter_modules().get(k["module"], ""),
+                                           "rows": [x for x in rows if x["chapter"] == ch]}, sources=srcs)
     print(table(rows), flush=True)
     print(f"counters: {sum('summary' in r for r in rows)}/{len(rows)} kernels profiled, "
           f"{sum(bool(r.get('ok')) for r in rows)} checked ok, {time.time() - t0:.0f} s", flush=True)
@@ -623,7 +628,11 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=CHILD_TIMEOUT, help="seconds per kernel")
     args = ap.parse_args(argv)
     if args.list:
+        whats, module = chapter_modules(), None
         for k in select(args.only):
+            if k["module"] != module:
+                module = k["module"]
+                print(f"# {module}: {whats[module]}")
             print(f"{k['id']:44s} {k['kernel']:28s} {k['label']}")
         return 0
     from judge import gpu

@@ -311,7 +311,7 @@ def test_an_instruction_descriptor_with_an_impossible_n_is_a_violation():
 
 def test_every_tcgen05_rule_of_the_model_is_broken_by_a_test_here():
     """tests/model/test_model_rules.py breaks the other rules with PTX snippets; sm_100a rules are broken here,
-    in tests/model/test_model_blockscaled.py (tcgen05.cp), tests/chapters/test_ch05_blockscaled.py (block
+    in tests/model/test_model_blockscaled.py (tcgen05.cp), tests/chapters/ch05_blackwell/test_blockscaled.py (block
     scaling) and, for CTA pairs, tests/model/test_model_tcgen05_pair.py."""
     from pathlib import Path
     from judge.model import checks

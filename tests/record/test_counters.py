@@ -85,6 +85,20 @@ def test_cublas_kernels_are_profiled_by_a_pattern_in_their_chapters_sections():
     assert chapters == sorted(chapters, key=lambda c: list(dict.fromkeys(chapters)).index(c))
 
 
+def test_a_chapter_declares_the_module_that_runs_its_kernels_and_what_it_profiles(tmp_path, monkeypatch):
+    mods = counters.chapter_modules()
+    assert list(mods) == [f"chapters.{c}.counters" for c in ("ch01_cp_async", "ch03_clusters", "ch04_wgmma",
+                                                              "ch05_blackwell")]
+    assert all(what for what in mods.values())
+    from judge.record import write
+    real = write.declarations()
+    for bad, says in (({"module": "judge.record.counters", "what": "x"}, "not a chapter's module"),
+                      ({"module": "chapters.ch09_x.counters"}, "needs what")):
+        monkeypatch.setattr(write, "declarations", lambda bad=bad: real + [(tmp_path / "figures.toml", {"counters": bad})])
+        with pytest.raises(ValueError, match=says):
+            counters.chapter_modules()
+
+
 def test_ncu_command_profiles_one_launch_of_the_named_kernel_in_a_child(tmp_path):
     cmd = counters.ncu_command("ch04.tma_ring", "gemm_tma_ring", ["lts__t_bytes.sum", "dram__bytes.sum"],
                                tmp_path / "x.csv", "/opt/ncu", module="chapters.ch04_wgmma.counters")
@@ -238,6 +252,7 @@ def test_pass_through_a_stand_in_ncu_writes_rows_json_and_record_sections(tmp_pa
     assert sorted(s for s, _, _ in fake_ncu) == ["ch01.counters", "ch03.counters", "ch04.counters"]
     ch04 = next(f for s, f, _ in fake_ncu if s == "ch04.counters")
     assert [r["id"] for r in ch04["rows"]] == ["ch04.tma_ring"] and "--clock-control none" in ch04["command"]
+    assert ch04["what"].startswith("every rung and variant of the ladder")        # as figures.toml declares it
     srcs = next(kw["sources"] for s, _, kw in fake_ncu if s == "ch03.counters")
     assert any(s.endswith("histogram.cu") for s in srcs)
     # what measured them: the chapter's module that launched them and the pass itself
@@ -367,6 +382,7 @@ def test_cli_list_and_unknown_child(capsys):
     assert counters.main(["--list", "--only", "ch04"]) == 0
     out = capsys.readouterr().out
     assert "gemm_tma_store" in out and "ch01" not in out
+    assert "# chapters.ch04_wgmma.counters: every rung and variant" in out
     assert counters.chapter_main(ch05_counters.kernels, ch05_counters.run, ["--run", "ch09.nothing"]) == 2
     assert counters.chapter_main(ch05_counters.kernels, ch05_counters.run, ["--list"]) == 0
     listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
