@@ -318,7 +318,7 @@ def test_every_tcgen05_rule_of_the_model_is_broken_by_a_test_here():
     here = Path(__file__).resolve()
     src = "".join(p.read_text() for p in (here, here.with_name("test_model_blockscaled.py"),
                                           here.with_name("test_model_tcgen05_pair.py"),
-                                          here.parents[1] / "chapters" / "test_ch05_blockscaled.py"))
+                                          here.parents[1] / "chapters" / "ch05_blackwell" / "test_blockscaled.py"))
     assert {r for r in checks.RULES if r.startswith("tcgen05-")} <= {r for r in checks.RULES if f'"{r}"' in src}
 
 
