@@ -226,8 +226,13 @@ def cmd_grade_class(args) -> int:
     except ImportError:
         raise Usage("grade-class runs on Dask, which is not installed here: "
                     "python3 -m pip install dask distributed (both are in pyproject.toml)") from None
-    s = classroom.grade_class(args.cls, args.out, scheduler=args.scheduler, workers=args.workers,
-                              progress=not args.quiet)
+    try:
+        s = classroom.grade_class(args.cls, args.out, scheduler=args.scheduler, workers=args.workers,
+                                  progress=not args.quiet)
+    except classroom.Interrupted as e:
+        print(("\n" if sys.stderr.isatty() else "") + f"interrupted: {e.graded} file(s) graded by this run are kept in {args.out}; the same command "
+              f"goes on from there", file=sys.stderr)
+        return 130
     out = Path(args.out)
     rate = f", {s['files_per_s']:.2f} files/s" if s["graded"] else ""
     print(f"{s['submissions']} files ({s['distinct']} distinct): {s['graded']} graded in {s['seconds']:.1f} s"

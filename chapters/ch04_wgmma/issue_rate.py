@@ -286,8 +286,11 @@ def claim_text(rows: list[dict] | None, counters_by_rung: dict | None, fed: list
 def draw_fed(fed: list[dict]):
     """measure_fed's rows as a matplotlib Figure: per configuration, the share of the SM's peak against the bytes
     per cycle TMA wrote into shared memory alongside (0: no feed), with the operand reads on a second panel."""
-    import matplotlib.pyplot as plt
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.4))
+    # a Figure outside pyplot: the notebook's display() shows it once (a pyplot figure is shown again
+    # when the cell ends, which stored the same picture twice in chapter 4's outputs)
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(10, 3.4))
+    ax, bx = fig.subplots(1, 2)
     for (wgs, n, chains), mark in zip(sorted({(r["warpgroups"], r["wgmma"], r["chains"]) for r in fed}), "os^v"):
         pts = sorted((r for r in fed if (r["warpgroups"], r["wgmma"], r["chains"]) == (wgs, n, chains)),
                      key=lambda r: r["feed bytes per cycle"])

@@ -503,12 +503,22 @@ SHAPES: list[dict] = [
 ]
 
 
+def wave_fill(tiles: int, sms: int = 132) -> dict:
+    """Wave quantization of `tiles` equal tiles over `sms` SMs, one tile per SM at a time:
+    `last wave fill`, the share of the SMs the last wave keeps busy ((tiles mod sms) / sms, 1 when it
+    divides), and `wave efficiency`, the share of the run's SM time that holds a tile (waves / ceil(waves):
+    1 - efficiency of the machine idles while the last wave runs, spread over the whole run)."""
+    waves = tiles / sms
+    last = tiles % sms or sms
+    return {"last wave fill": round(last / sms, 3), "wave efficiency": round(waves / math.ceil(waves), 3)}
+
+
 def shape_facts(r: dict, M: int, N: int, K: int, sms: int = 132) -> dict:
-    """What a rung's tiling makes of a shape: tiles, waves over the SMs, slices per tile."""
+    """What a rung's tiling makes of a shape: tiles, waves over the SMs (wave_fill), slices per tile."""
     bm, bn = r["tile"]
     tiles = -(-M // bm) * -(-N // bn)
     waves = tiles / sms                           # one tile per SM at a time (clusters: the pair together)
-    return {"tiles": tiles, "waves": round(waves, 2), "last wave full": round(waves / math.ceil(waves), 3),
+    return {"tiles": tiles, "waves": round(waves, 2), **wave_fill(tiles, sms),
             "k slices": -(-K // r.get("bk", BK))}
 
 

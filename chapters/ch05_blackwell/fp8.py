@@ -529,12 +529,21 @@ def _scaled_mm_paths(rowwise: bool = True):
 def _kernel_names(fn, args) -> list[str]:
     """The CUDA kernels one call of fn runs (torch.profiler), to name what the library chose."""
     try:
+        import inspect
+        import warnings
+
         import torch
         from torch.profiler import ProfilerActivity, profile
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn(*args)
-            torch.cuda.synchronize()
-        return sorted({e.key for e in prof.key_averages() if e.device_type.name == "CUDA"})
+        # one cycle, its events kept (acc_events where this torch has it): torch otherwise warns, from a
+        # path of the machine's own install, that it clears events each cycle, and the warning was stored
+        # in chapter 5's recorded output
+        keep = {"acc_events": True} if "acc_events" in inspect.signature(profile).parameters else {}
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*Profiler clears events", category=UserWarning)
+            with profile(activities=[ProfilerActivity.CUDA], **keep) as prof:
+                fn(*args)
+                torch.cuda.synchronize()
+            return sorted({e.key for e in prof.key_averages() if e.device_type.name == "CUDA"})
     except Exception as e:  # noqa: BLE001 - a name is a courtesy, the figures do not depend on it
         return [f"? ({type(e).__name__})"]
 

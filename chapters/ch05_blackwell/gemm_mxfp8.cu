@@ -63,8 +63,9 @@ __device__ __forceinline__ void mma_scaled(unsigned d, unsigned long long a, uns
                :: "r"(d), "l"(a), "l"(b), "r"(idesc), "r"(sfa), "r"(sfb), "r"(accumulate) : "memory");
 }
 // 32 rows x 128 bits of shared memory -> every warp's 32 lanes, 4 columns (PTX ISA 9.7.16.9.2). Asynchronous:
-// a later tcgen05.mma of the SAME thread reads the copy (the tensor core runs one thread's tcgen05 ops in
-// order); another thread must see its tcgen05.commit arrive first.
+// a later tcgen05.mma of the SAME thread reads the copy: tcgen05.cp -> tcgen05.mma of the same .cta_group is
+// one of the pipelined pairs the PTX ISA orders (9.7.16.6.2; other asynchronous tcgen05 operations may
+// complete in any order); another thread must see its tcgen05.commit arrive first.
 __device__ __forceinline__ void copy_scales(unsigned taddr, const void* src) {
   asm volatile("tcgen05.cp.cta_group::1.32x128b.warpx4 [%0], %1;"
                :: "r"(taddr), "l"(tc::smem_desc(src, 16, 128)) : "memory");

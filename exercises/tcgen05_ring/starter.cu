@@ -12,7 +12,8 @@
 //   warp 0, lane 0     PRODUCER: TMA loads of A and B K-slices into a ring of STAGES shared-memory slots.
 //   warp 1             allocates tensor memory (whole warp), then lane 0 is the MMA ISSUER: one thread
 //                      issues every tcgen05.mma of the CTA; warp 1 frees the columns at the end.
-//   warps 2..5         EPILOGUE warpgroup: tensor memory -> registers (tcgen05.ld) -> C in global memory.
+//   warps 2..5         EPILOGUE, four warps (not a warpgroup: a warpgroup starts at a warp rank that is a
+//                      multiple of 4): tensor memory -> registers (tcgen05.ld) -> C in global memory.
 // Barriers (mbarriers in shared memory; everyone tracks its own phase parity):
 //   full[s]       producer's arrive.expect_tx + the TMA bytes        -> the issuer may read slot s
 //   empty[s]      tcgen05.commit after the MMAs that read slot s     -> the producer may refill it

@@ -36,15 +36,20 @@ message says how many were tried: a slower machine tries fewer), and shrinking a
 SHRINK_S seconds with the smallest failing input found so far.
 
 Comparing (same()): any integral or floating scalar is accepted where a number is expected
-(Python or NumPy, any width; a bool is not a number), tuples and lists alike where a sequence is,
-arrays by shape and values; NaN equals NaN unless nan_equal=False. A check.py that writes a message of its
-own shows values and accepts numbers through judge.grading.checks (show, is_number, as_integer), as this
-flow does.
+(Python or NumPy, any width, a zero-dimensional array included; a bool is not a number), any
+sequence where a list or tuple is (a list, a tuple, a range, a NumPy array of one or more dimensions),
+arrays by shape and values; NaN equals NaN unless nan_equal=False. Before an exercise's own
+validate() and compare() see an answer, conform() rewrites it into the containers the reference
+used, where the statement's words allow it (a NumPy array where it says a list becomes a list, a
+zero-dimensional array where it says a number becomes that number), so every check.py accepts them.
+A check.py that writes a message of its own shows values and accepts numbers through
+judge.grading.checks (show, is_number, as_integer), as this flow does.
 
 Run its tests: PYTHONPATH=$PWD python -m pytest tests/grading/test_cpu_flow.py -q
 """
 from __future__ import annotations
 
+import collections.abc
 import copy
 import inspect
 import math
@@ -135,6 +140,38 @@ def _num_equal(got, want, nan_equal: bool, rel: float, abs_: float) -> bool:
     return abs(g - w) <= max(abs_, rel * abs(w))
 
 
+def _sequence(v) -> bool:
+    """A sequence a statement's 'list' allows: list, tuple, range, array.array, deque, a NumPy array
+    of one or more dimensions; not a text, a mapping or a set (no order)."""
+    if isinstance(v, np.ndarray):
+        return v.ndim >= 1
+    return isinstance(v, collections.abc.Sequence) and not isinstance(v, (str, bytes, bytearray))
+
+
+def conform(got, want):
+    """`got` in the containers `want` uses, where the statement's words allow it: a zero-dimensional
+    NumPy array where a number is expected becomes that number (a NumPy scalar of its dtype); any
+    sequence (a NumPy array, a range, ...) where a list or tuple is expected becomes a list (a tuple
+    where the reference gave a tuple), item by item; a dict's values likewise. Anything else, and
+    every value that does not fit, is returned as it was, for same() or validate() to name."""
+    if isinstance(want, (bool, np.bool_)):
+        return got
+    if checks.is_number(want):
+        if isinstance(got, np.ndarray) and got.ndim == 0 and got.dtype.kind in "iuf":
+            return got[()]
+        return got
+    if isinstance(want, (tuple, list)) and _sequence(got) and len(got) == len(want):
+        items = [conform(g, w) for g, w in zip(got, want)]
+        if isinstance(got, (list, tuple)) and all(a is b for a, b in zip(items, got)):
+            return got
+        return type(got)(items) if type(got) in (list, tuple) else (tuple(items) if type(want) is tuple else items)
+    if isinstance(want, (tuple, list)) and _sequence(got) and not isinstance(got, (list, tuple)):
+        return got.tolist() if isinstance(got, np.ndarray) else list(got)   # the wrong length: same() names it
+    if isinstance(want, dict) and isinstance(got, dict):
+        return {k: conform(v, want[k]) if k in want else v for k, v in got.items()}
+    return got
+
+
 def same(got, want, *, nan_equal: bool = True, rel: float = 0.0, abs: float = 0.0, _path: str = "") -> str | None:
     """None when `got` is the expected value `want`, else the first difference in words.
 
@@ -147,6 +184,7 @@ def same(got, want, *, nan_equal: bool = True, rel: float = 0.0, abs: float = 0.
         if not isinstance(got, (bool, np.bool_)):
             return f"{at}got {checks.show(got)} ({checks.kind(got)}), expected {want} (a bool: True or False)"
         return None if bool(got) == bool(want) else f"{at}got {got}, expected {want}"
+    got = conform(got, want)
     if checks.is_number(want):
         if not checks.is_number(got):
             return f"{at}got {checks.show(got)} ({checks.kind(got)}), expected the number {checks.show(want)}"
@@ -176,8 +214,6 @@ def same(got, want, *, nan_equal: bool = True, rel: float = 0.0, abs: float = 0.
         return (f"{at}{len(bad)} of {want.size} elements differ; the first at index {list(idx)}: "
                 f"got {checks.show(g[idx])}, expected {checks.show(want[idx])}")
     if isinstance(want, (tuple, list)):
-        if isinstance(got, np.ndarray) and got.ndim == 1:
-            got = got.tolist()
         if not isinstance(got, (tuple, list)):
             return f"{at}got {checks.show(got)} ({checks.kind(got)}) where a sequence of {len(want)} is expected"
         if len(got) != len(want):
@@ -336,6 +372,7 @@ class Run:
             raise _Failure(Result(Verdict.WRONG, f"{text} returned {checks.show(got)}, but it must raise "
                                   f"{type(ref_error).__name__}: {ref_error}",
                                   details=_lines(fn.explain(call, got, ref_error) if fn.explain else None) + where))
+        got = conform(got, want)          # a NumPy array where the statement says a list, ...
         problem = fn.validate(call, got) if fn.validate else None
         if not problem:
             problem = (fn.compare or same)(got, want)

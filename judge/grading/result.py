@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -65,6 +66,13 @@ class Result:
             lines.append("  checked: " + "; ".join(self.checked))
         lines += [f"  figure: {f}" for f in self.figures]
         return "\n".join(lines)
+
+    def __repr__(self):
+        """What a notebook stores as the Result's plain text: the verdict and its lines, each figure by its file
+        name (its path is a temporary folder of the machine that graded it)."""
+        figs = ", ".join(os.path.basename(f) for f in self.figures)
+        return (f"Result([{self.exercise}] {self.headline()}" + "".join(f"; {d}" for d in self.details)
+                + (f"; figures: {figs}" if figs else "") + ")")
 
     def _repr_html_(self):
         color = {"PASS": "#1a7f37", "SKIP": "#6e7781"}.get(self.verdict.value, "#cf222e")

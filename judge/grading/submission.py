@@ -13,6 +13,7 @@ exercise's time limit (JUDGE_TIMEOUT). Progress goes to judge.grading.check_proc
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 import traceback
@@ -95,8 +96,20 @@ class Submission:
                               details=_learner_tb(e))) from None
         missing = [n for n in names if n not in dir(mod) or not callable(getattr(mod, n, None))]
         if missing:
-            raise Stop(Result(Verdict.WRONG, f"{self.exercise.learner_file} defines no function "
-                                             + " and no ".join(missing)))
+            given = self.path.name
+            named = given if given == self.exercise.learner_file else \
+                f"{given} (checked as {self.exercise.id}'s {self.exercise.learner_file})"
+            other = whose_file(self.path, set(dir(mod)), self.exercise)
+            details = []
+            if other is not None:
+                shown = os.path.relpath(self.path) if not os.path.relpath(self.path).startswith("..") else str(self.path)
+                details = [f"check it with: python practice/judge.py check {other.id} {shown}",
+                           f"{self.exercise.id}'s file is {self.exercise.learner_file}: "
+                           f"python practice/judge.py start {self.exercise.id} gives you one"]
+                raise Stop(Result(Verdict.WRONG, f"{named} holds {other.id}'s code (its {other.learner_file}): it defines "
+                                  f"{', '.join(sorted(_functions(other)))}, not {self.exercise.id}'s "
+                                  + ", ".join(names), details=details))
+            raise Stop(Result(Verdict.WRONG, f"{named} defines no function " + " and no ".join(missing)))
         return mod
 
     def close(self) -> None:
@@ -112,6 +125,37 @@ class Submission:
     def figure(self, name: str) -> Path:
         self.figure_dir.mkdir(parents=True, exist_ok=True)
         return self.figure_dir / name
+
+
+def _functions(ex: _ex.Exercise) -> set[str]:
+    """The functions an exercise's statement asks for: the top-level defs of its starter (or solution)."""
+    import ast
+    for path in (ex.starter_path, ex.solution_path):
+        try:
+            tree = ast.parse(Path(path).read_text())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        return {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
+    return set()
+
+
+def whose_file(path: Path, defined: set[str], ex: _ex.Exercise):
+    """The other Python exercise this file belongs to, or None: the one whose functions it defines (all of
+    them, the most if several), else the one whose learner file has its name or whose folder holds it."""
+    best, best_n = None, 0
+    for other in _ex.all_exercises():
+        if other.id == ex.id or not other.learner_file.endswith(".py"):
+            continue
+        want = _functions(other)
+        if want and want <= defined and len(want) > best_n:
+            best, best_n = other, len(want)
+    if best is not None:
+        return best
+    path = Path(path).resolve()
+    for other in _ex.all_exercises():
+        if other.id != ex.id and (path.name == other.learner_file or other.folder.resolve() in path.parents):
+            return other
+    return None
 
 
 def _learner_tb(e: BaseException) -> list[str]:

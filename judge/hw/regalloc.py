@@ -14,11 +14,11 @@ __launch_bounds__(THREADS, 1) (ptxas otherwise drops it: info C7508); 384 thread
 The rules (PTX ISA, setmaxnreg), each with the verdict outcome() gives a plan that breaks it:
 
     count.range       N is a multiple of 8 from 24 to 256, both included (ptxas refuses
-                      to assemble any other count)                                           "illegal"
+                      to assemble any other: tests/hw/test_regalloc_ptxas.py)              "illegal"
     count.direction   a .dec names at most the warp's current count, an .inc at least it     "illegal"
     warpgroup.aligned all four warps of a warpgroup execute the same setmaxnreg (.aligned);
-                      the ISA leaves anything else undefined, and on an H200 the warps that
-                      arrived wait for the missing one forever                                "hang"
+                      the ISA leaves anything else undefined; the course calls it a hang
+                      (its CPU model holds the warps that arrived until the rest come)        "hang"
     pool.enough       the counts the warpgroups end with fit the pool: an .inc that no
                       .dec can feed blocks forever                                            "hang"
 
@@ -201,8 +201,8 @@ def judge(threads, regs_at_launch, plan) -> Outcome:
                          for i, ws in groups.items())
         return Outcome("hang", "warpgroup.aligned",
                        f"warpgroup {g}: {said}. Each warp waits at its setmaxnreg for the rest of its warpgroup to "
-                       f"execute the same one, which never happens: the PTX ISA leaves it undefined and on an H200 the "
-                       f"kernel hangs ({SECTION}: {RULES['warpgroup.aligned']})")
+                       f"execute the same one, which never happens: the PTX ISA leaves it undefined, and the course "
+                       f"judges it a hang ({SECTION}: {RULES['warpgroup.aligned']})")
     final = [warps[0][1] if warps[0] is not None else r8 for warps in plan]
     need = WARPGROUP * sum(final)
     freed = sum(WARPGROUP * (r8 - f) for f in final if f < r8)

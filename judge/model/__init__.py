@@ -280,6 +280,8 @@ def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_
         m = Machine(mod, k, grid=grid, block=block, cluster=cluster, args=tuple(args),
                     shared_bytes=int(shared_bytes), budget=budget, strict=strict, seed=seed,
                     source_name=name, sms=sms, entry_registers=regs, memory=tuple(memory))
+        if isinstance(getattr(build, "source", None), str):
+            m.source_lines = _ptx.source_lines(build.source, name)
         m.launch_pending = list(origins)     # a try_cancel (ops.clc) may take clusters out before they start
         try:
             while m.launch_pending:

@@ -347,7 +347,7 @@ def check_read(m, cta, words, thr, ins, proxy="generic"):
                       f"{m.tdesc(T[i, j])} read shared [0x{4 * w:x}] before the mbarrier phase "
                       f"that completes the asynchronous write into it (a TMA load, a bulk copy, a "
                       f"try_cancel response)"
-                      + (f" (mbarrier at shared 0x{mb.off:x}, now in phase {mb.phase})" if mb else "")
+                      + (f" ({m.mbar_name(mb.off, mb)}, now in phase {mb.phase})" if mb else "")
                       + ": wait on the mbarrier (try_wait.parity) before reading the tile")
             continue
         wt = m.w_thread[C[hit], words[hit]]
@@ -369,8 +369,8 @@ def check_read(m, cta, words, thr, ins, proxy="generic"):
             fail(m, "tma-visibility", ins,
                       f"{m.tdesc(r)} read shared [0x{4 * w:x}], written by an asynchronous copy (TMA load, bulk copy, "
                       f"try_cancel response) that completed "
-                      f"phase {int(m.w_group[c, w])} of the mbarrier at shared "
-                      f"0x{mb.off if mb else 0:x}, without having waited on that phase (nor "
+                      f"phase {int(m.w_group[c, w])} of "
+                      f"{m.mbar_name(mb.off, mb) if mb else 'its mbarrier'}, without having waited on that phase (nor "
                       f"synchronized with a thread that did)")
     return bad
 
@@ -441,12 +441,33 @@ def check_overwrite(m, cta, words, thr, ins, what):
                   f"earlier asynchronous copy into it is still in flight")
     if (m.bulk_reading[cta[:, None], words] > 0).any():
         i, j = np.argwhere(m.bulk_reading[cta[:, None], words] > 0)[0]
+        if _blame_early_release(m, int(thr[i]), int(words[i, j]), ins, what):
+            return
         fail(m, "async-read-overwritten", ins,
                   f"{m.tdesc(thr[i])}'s {what} at {m.where(ins)} overwrites shared "
                   f"[0x{4 * int(words[i, j]):x}] while an asynchronous read of it may still run (a TMA/bulk "
                   f"store before its cp.async.bulk.wait_group.read, or a wgmma before the "
                   f"wgmma.wait_group that covers it, or a tcgen05.mma before its tcgen05.commit's mbarrier "
                   f"phase was waited for)")
+
+
+def _blame_early_release(m, t, word, ins, what) -> bool:
+    """The writer waited on an mbarrier whose phase a thread's plain mbarrier.arrive completed: that arrival
+    released the buffer while an asynchronous read of it still ran, so the message blames the arrival's
+    line (the learner's mistake), not the writer's (often code the exercise gave). False when it does not apply."""
+    mb, by, wait_ins = m.last_mbar_wait.get(t, (None, None, None))
+    if mb is None or by is None or not by[0].op.startswith("mbarrier.arrive"):
+        return False
+    arrive_ins, who = by
+    fail(m, "async-read-overwritten", arrive_ins,
+         f"{m.where(arrive_ins)}: {m.tdesc(who)}'s mbarrier.arrive here completed the phase of "
+         f"{m.mbar_name(mb.off, mb)} that {m.tdesc(t)} waited for at {m.where(wait_ins)}, and its {what} at "
+         f"{m.where(ins)} then overwrites shared [0x{4 * word:x}] while an asynchronous read of it may still run "
+         f"(a tcgen05.mma before its tcgen05.commit's mbarrier phase, a wgmma before the wgmma.wait_group that "
+         f"covers it, a TMA/bulk store before its cp.async.bulk.wait_group.read). An arrival releases the buffer "
+         f"when it is made, not when the reads complete: release it with what arrives once they have "
+         f"completed (tcgen05.commit for an MMA), or arrive after the wait that covers them")
+    return True
 
 
 def check_cross(m, cta, words, thr, ins, atomic):

@@ -80,8 +80,8 @@ def mbarrier_at(m, ins, key, t):
     mb = m.mbars.get(key)
     if mb is None:
         m.fail("mbarrier-uninitialized", ins,
-               f"{m.tdesc(t)} used an mbarrier at shared 0x{key[1]:x} (block rank {key[0]}) that no thread "
-               f"initialized with mbarrier.init (or that was invalidated)")
+               f"{m.tdesc(t)} used {m.mbar_name(key[1])} (block rank {key[0]}) as an mbarrier, but no thread "
+               f"initialized it with mbarrier.init (or it was invalidated)")
         raise checks.abort(m, "mbarrier-uninitialized", ins, "uninitialized mbarrier")
     return mb
 
@@ -91,10 +91,11 @@ def arrive(m, mb, t, ins, count=1, snapshot=None, when=None):
     row = m.VC[t].copy() if snapshot is None else snapshot
     row[t] = m.gtime if when is None else when
     np.maximum(mb.acc, row, out=mb.acc)
+    mb.arriving = (ins, int(t))                  # the arrival that may complete the phase (a race names it)
     completed = mb.arrive(count)
     if mb.over_arrived:
         m.fail("mbarrier-arrivals", ins,
-               f"{m.tdesc(t)} arrived on the mbarrier at shared 0x{mb.off:x} in phase {mb.phase} after "
+               f"{m.tdesc(t)} arrived on {m.mbar_name(mb.off, mb)} in phase {mb.phase} after "
                f"all {mb.count} expected arrivals were already in, while its tx-count still waits for "
                f"{mb.tx} bytes: more arrivals than mbarrier.init's count")
     if completed:
@@ -105,6 +106,7 @@ def phase_completed(m, mb, ins):
     """mb's phase just completed (judge.hw.mbarrier said so): the TMA bytes of the phase land in a
     scrambled order, its arrivals' clocks become what a successful wait acquires, sleepers wake."""
     done_phase = mb.phase - 1
+    mb.completed_by, mb.arriving = getattr(mb, "arriving", None), None
     acc = mb.acc
     acc[mb.col] = m.gtime
     np.maximum(mb.done, acc, out=mb.done)

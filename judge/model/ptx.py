@@ -429,18 +429,47 @@ def file_label(path: str, learner: str) -> str:
     return _label(path, learner)[0]
 
 
+def learner_lines(mod: Module, ins: Instr, learner: str) -> list[int]:
+    """The lines of the learner's file in this instruction's source chain, innermost first (its own
+    line, then the lines of the learner's functions that were inlined into each other)."""
+    return [int(ln) for f, ln in ins.loc or () if _label(mod.files.get(f, f"file {f}"), learner)[0] == learner]
+
+
+def learner_line(mod: Module, ins: Instr, learner: str) -> int | None:
+    """The line of the learner's file this instruction came from (directly or through the header
+    functions it called), or None when the PTX names none."""
+    lines = learner_lines(mod, ins, learner)
+    return lines[0] if lines else None
+
+
+def source_lines(source: str, learner: str) -> dict[int, str]:
+    """The learner's own lines (number -> text) in a build's inlined source (judge.gpu.build.inline_headers:
+    the file's text with each header put in place between `#line N "path"` markers)."""
+    out, line, mine = {}, 1, True
+    for text in source.splitlines():
+        hit = re.match(r'\s*#line\s+(\d+)\s+"([^"]*)"', text)
+        if hit:
+            line, mine = int(hit.group(1)), PurePosixPath(hit.group(2)).name == learner
+            continue
+        if mine:
+            out[line] = text
+        line += 1
+    return out
+
+
 def place(mod: Module, ins: Instr, learner: str) -> str:
     """The source line an instruction came from, in words, innermost first; "" when the PTX has no .loc.
 
     k.cu:8                                              the learner's own line
     k.cu:44 (in load_tile, inlined at line 74)          a function of the learner's file, inlined
-    judge/include/tma.cuh:62 (in tma::mbar_init), called from k.cu:4
-    judge/include/tma.cuh:96 (in tma::try_wait, called from line 106 in tma::wait), called from k.cu:7
-    judge/include/tma.cuh:84 (in tma::arrive), called from k.cu:40 (in produce, inlined at line 74)
+    k.cu:4, through judge/include/tma.cuh:62 (in tma::mbar_init)
+    k.cu:7, through judge/include/tma.cuh:96 (in tma::try_wait, called from line 106 in tma::wait)
+    k.cu:40 (in produce, inlined at line 74), through judge/include/tma.cuh:84 (in tma::arrive)
     judge/include/tma.cuh:62 (in tma::mbar_init; inside the header: the PTX names no line that called it)
 
-    A line inside a header is the header's (its path and line), never the learner file's; the learner's
-    line that called into it comes from the `.loc ... inlined_at` chain when the PTX gives one."""
+    The learner's line comes first, where the PTX names one: it is the line to look at. A line inside a
+    header is the header's (its path and line), never the learner file's; the learner's line that called
+    into it comes from the `.loc ... inlined_at` chain when the PTX gives one."""
     if not ins.loc:
         return ""
     funcs = tuple(ins.funcs) + ("",) * (len(ins.loc) - len(ins.funcs))
@@ -472,5 +501,5 @@ def place(mod: Module, ins: Instr, learner: str) -> str:
         return text + (f" ({', '.join(detail[:-1])}; {detail[-1]})" if len(detail) > 1
                        else f" ({detail[0]})" if detail else "")
     _, lm, fnm = frames[mine]
-    return text + (f" ({', '.join(detail)})" if detail else "") + f", called from {learner}:{lm}" \
-        + inlined(fnm, frames[mine + 1:])
+    return f"{learner}:{lm}" + inlined(fnm, frames[mine + 1:]) + f", through {text}" \
+        + (f" ({', '.join(detail)})" if detail else "")

@@ -119,8 +119,10 @@ def _out_of_budget(m, ins):
     live = np.nonzero(m.alive)[0]
     pcs = Counter(int(m.pc[t]) - 1 for t in live if not m.blocked[t])
     where = "; ".join(f"{n} threads at {m.where(m.k.code[max(p, 0)])}" for p, n in pcs.most_common(3))
-    raise Hang(f"the block ran {m.budget} instruction groups without finishing: a loop that never "
-               f"ends (the threads were last at {where})",
+    first = next((m.learner_at(m.k.code[max(p, 0)]) for p, _ in pcs.most_common(3)
+                  if m.learner_at(m.k.code[max(p, 0)])), "")
+    raise Hang(f"{first + ': ' if first else ''}the block ran {m.budget} instruction groups without finishing: "
+               f"a loop that never ends (the threads were last at {where})",
                [{"thread": int(t), "pc": int(m.pc[t])} for t in live[:8]])
 
 def _everyone_blocked(m):
@@ -130,7 +132,7 @@ def _everyone_blocked(m):
     what is missing."""
     if completion.flush_cp_async_arrivals(m) or completion.flush_tcgen05_commits(m):
         return
-    graph, lines = [], []
+    graph, lines, first = [], [], ""
     seen = set()
     for t in np.nonzero(m.alive)[0]:
         kind, key = m.block_why.get(int(t), ("?", None))
@@ -143,10 +145,15 @@ def _everyone_blocked(m):
             c, bid = key
             b = m.bars.get(key, {})
             arrived = int(np.count_nonzero(b.get("mask", np.zeros(m.n, bool))))
-            exp = b.get("expected", 0)
+            exp = b.get("expected")
             rows = np.arange(c * m.nthr_cta, (c + 1) * m.nthr_cta)
             missing = rows[m.alive[rows] & ~b.get("mask", np.zeros(m.n, bool))[rows]]
-            msg = (f"{len(who)} threads wait at barrier {bid} of block rank {c} ({arrived} of {exp} arrived); "
+            # bar.sync without a count waits for every thread of the block that has not exited
+            of = f"{exp}" if exp is not None else f"the block's {int(np.count_nonzero(m.alive[rows]))} live threads"
+            exp = exp if exp is not None else int(np.count_nonzero(m.alive[rows]))
+            name = f"barrier {bid}" + (" (__syncthreads)" if bid == 0 else "")
+            msg = (f"{len(who)} threads wait at {name}" + (f" of block rank {c}" if m.ncta > 1 else "")
+                   + f" ({arrived} of {of} arrived); "
                    + (f"{len(missing)} live threads never arrive there (e.g. {m.tdesc(missing[0])}, "
                       f"blocked on {m.block_why.get(int(missing[0]), ('?',))[0]})" if len(missing) else
                       "the rest have exited"))
@@ -155,12 +162,14 @@ def _everyone_blocked(m):
         elif kind == "mbar":
             mkey, parity = key
             mb = m.mbars[mkey]
-            msg = (f"{len(who)} threads ({m.tdesc(who[0])}, ...) wait for phase parity {parity} of the "
-                   f"mbarrier at shared 0x{mb.off:x} (block rank {mb.cta}), now in phase {mb.phase}: "
+            msg = (f"{len(who)} thread{'s' if len(who) > 1 else ''} ({m.tdesc(who[0])}{', ...' if len(who) > 1 else ''}) "
+                   f"wait{'' if len(who) > 1 else 's'} for phase parity {parity} of {m.mbar_name(mb.off, mb)}"
+                   + (f" of block rank {mb.cta}" if m.ncta > 1 else "") + f", now in phase {mb.phase}: "
                    f"{mb.pending} of {mb.count} arrivals missing, tx-count {mb.tx} bytes "
                    f"outstanding (expected {mb.tx_expected} bytes this phase, delivered "
                    f"{mb.tx_done})")
-            graph.append({"waiters": who.tolist(), "on": f"mbarrier 0x{mb.off:x}", "parity": parity,
+            graph.append({"waiters": who.tolist(), "on": f"mbarrier 0x{mb.off:x}", "name": m.mbar_name(mb.off, mb),
+                          "parity": parity,
                           "phase": mb.phase, "pending_arrivals": mb.pending, "tx_missing": mb.tx})
         elif kind == "cluster":
             missing = np.nonzero(m.alive & (m.cl_count <= key))[0]
@@ -176,8 +185,11 @@ def _everyone_blocked(m):
         else:
             msg = f"{len(who)} threads blocked ({kind})"
             graph.append({"waiters": who.tolist(), "on": kind})
-        lines.append(msg + m.waits_at(who))
-    raise Hang("every live thread is blocked:\n  " + "\n  ".join(lines), graph)
+        at = m.place_of(who)                     # the learner's line first: where they wait
+        lines.append(f"{at}: {msg}" if at else msg)
+        pcs = [m.block_why.at[int(u)] for u in who if int(u) in m.block_why.at]
+        first = first or (m.learner_at(m.k.code[pcs[0]]) if pcs else "")
+    raise Hang(f"{first + ': ' if first else ''}every live thread is blocked:\n  " + "\n  ".join(lines), graph)
 
 def release_barrier(m, key, ins):
     """Open barrier `key` ((block, id) or ("warp", block, warp)) if every thread it waits for arrived."""

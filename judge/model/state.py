@@ -14,6 +14,7 @@ checks read live here too (w_state, w_thread, w_time, ...), with their meaning i
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import numpy as np
@@ -56,6 +57,20 @@ class _Waits(dict):
         self.at[t] = self.m.cur_pc
 
 
+def source_symbol(name: str) -> str:
+    """A PTX symbol as the learner's source names it: `_ZZ7ws_gemmE5empty` (a static __shared__ variable
+    of the function ws_gemm, Itanium-mangled) -> `empty`; any other name as it is."""
+    if not name.startswith("_ZZ"):
+        return name
+    best = None
+    for hit in re.finditer(r"E(\d+)", name):
+        n, j = int(hit.group(1)), hit.end()
+        rest = name[j + n:]
+        if len(name) >= j + n and re.fullmatch(r"(_\d*_?)?", rest):
+            best = name[j:j + n]
+    return best or name
+
+
 class Machine:
     """One launch's machine: the module's memory and parameters, and one cluster's threads at a time."""
 
@@ -73,6 +88,7 @@ class Machine:
         self.timeline = []
         self.violations = []
         self.source_name = source_name             # the learner's file as messages name it
+        self.source_lines = {}                     # the learner's line number -> its text (judge.model.run)
         self.cluster_explicit = tuple(cluster) != (1, 1, 1)   # %is_explicit_cluster
         self.tma_loads = []          # TMA/bulk loads waiting for their mbarrier phase (judge.model.completion)
         # cluster launch control (ops.clc): the clusters of the launch not started yet (judge.model.run
@@ -163,6 +179,7 @@ class Machine:
     def _setup_shared(self, dyn):
         off = 0
         ext = []
+        self.shared_vars = []        # (offset, size, the name in the learner's source) of static shared variables
         for v in list(self.mod.vars) + list(self.k.shared):
             if v.space != "shared":
                 continue
@@ -172,6 +189,7 @@ class Machine:
             off = -(-off // max(v.align, 1)) * max(v.align, 1)
             self.sym[v.name] = off
             self.sym_space[v.name] = "shared"
+            self.shared_vars.append((off, v.size, source_symbol(v.name)))
             off += v.size
         off = -(-off // 1024) * 1024 if ext else off
         for v in ext:
@@ -194,12 +212,48 @@ class Machine:
         src = _ptx.place(self.mod, ins, self.source_name)
         return f"{src} [PTX line {ins.line}: {ins.text}]" if src else f"PTX line {ins.line}: {ins.text}"
 
-    def waits_at(self, threads) -> str:
-        """' (at PLACE)' for the instruction(s) where these blocked threads wait (for a Hang's message)."""
+    def mbar_name(self, off, mb=None) -> str:
+        """An mbarrier in words, by the name the learner's source gives it: "`empty[0]` (shared 0x20)".
+
+        A static __shared__ variable is named by its symbol and, for an array of mbarriers (8 bytes
+        each), the index (offset - start) / 8. One carved out of dynamic shared memory has no symbol:
+        its name comes from the learner's line that initialized it (`mbar_init(&full[s], 1)` -> `full`),
+        its index from its place among the mbarriers that line initialized, in address order. Without
+        either, "the mbarrier at shared 0x20"."""
+        name = None
+        for start, size, sym in self.shared_vars:
+            if start <= off < start + size:
+                name = sym if size <= 8 else f"{sym}[{(off - start) // 8}]"
+                break
+        if name is None and mb is not None and getattr(mb, "init_ins", None) is not None:
+            name = self._name_from_init(mb)
+        return f"`{name}` (shared 0x{off:x})" if name else f"the mbarrier at shared 0x{off:x}"
+
+    def _name_from_init(self, mb):
+        # the innermost of the learner's lines that calls an init function with the barrier's address
+        # (a helper of the learner's own file is passed by, to the line that calls it)
+        hit = None
+        for line in _ptx.learner_lines(self.mod, mb.init_ins, self.source_name):
+            hit = re.search(r"init\w*\s*\(\s*&?\s*\(?\s*([A-Za-z_]\w*)\s*([\[+,)])", self.source_lines.get(line, ""))
+            if hit:
+                break
+        if not hit:
+            return None
+        same = sorted(o.off for o in self.mbars.values()
+                      if o.cta == mb.cta and getattr(o, "init_ins", None) is mb.init_ins)
+        if hit.group(2) in "[+" or len(same) > 1:
+            return f"{hit.group(1)}[{same.index(mb.off)}]" if mb.off in same else None
+        return hit.group(1)
+
+    def learner_at(self, ins) -> str:
+        """'k.cu:82': the learner's line an instruction came from, or "" when the PTX names none."""
+        line = _ptx.learner_line(self.mod, ins, self.source_name)
+        return f"{self.source_name}:{line}" if line else ""
+
+    def place_of(self, threads) -> str:
+        """Where these blocked threads wait, the learner's line first (a Hang's lines open with it)."""
         pcs = Counter(self.block_why.at[int(t)] for t in threads if int(t) in self.block_why.at)
-        if not pcs:
-            return ""
-        return " (at " + "; ".join(self.where(self.k.code[p]) for p, _ in pcs.most_common(2)) + ")"
+        return "; ".join(self.where(self.k.code[p]) for p, _ in pcs.most_common(2))
 
     def fail(self, rule, ins, message):
         """Record (strict: raise) a Violation of a rule of judge.model.checks.RULES."""
@@ -319,6 +373,8 @@ class Machine:
         self.cpa_arrivals = []                # cp.async.mbarrier.arrive still waiting on copies
         # -- mbarriers (ops.mbarrier, completion.ModelMbarrier) and TMA / bulk copies (ops.bulk)
         self.mbars = {}                       # (cta, offset) -> completion.ModelMbarrier
+        self.last_mbar_wait = {}              # thread -> (mbarrier, (ins, thread) whose arrival completed the
+                                              # phase, the wait's ins) of its last successful wait
         self.mbar_by_col = {}                 # vector-clock column -> its mbarrier
         self.next_col = n
         self.nbulk = np.zeros(n, np.int64)    # bulk async-groups committed per thread

@@ -257,3 +257,33 @@ def test_fp8_is_compared_like_with_like():
     text = notes.like_for_like_note(res)
     assert "0.970× torch._scaled_mm, use_fast_accum=True" in text and "0.870× torch._scaled_mm, default (promoted)" in text
     assert "SW power cap" in text and "1485-1980 MHz" in text and "growing with K" in text
+
+
+# ------------------------------------------------------------------ chapters 4 and 5: what the messages work corrected
+def test_the_last_wave_s_fill_and_the_run_s_wave_efficiency_are_told_apart():
+    # 'last wave full' was waves / ceil(waves): 0.97 for 8B MLP down, whose last wave holds 100 of 132 tiles
+    from chapters.ch04_wgmma import ladder
+    rows = record.figures("ch04.shapes")["rows"]
+    down = next(r for r in rows if r["layer"] == "8B MLP down" and r["rung"] == ladder.BEST)
+    w = ladder.wave_fill(down["tiles"])
+    assert down["tiles"] == 1024 and w == {"last wave fill": round(100 / 132, 3), "wave efficiency": 0.97}
+    assert ladder.wave_fill(264) == {"last wave fill": 1.0, "wave efficiency": 1.0}
+
+
+@pytest.mark.parametrize("swizzle", ["128B", "64B", "32B", "none"])
+def test_a_hopper_descriptor_s_swizzle_sets_the_same_bits_as_tcgen05_s(swizzle):
+    # chapter 5 cell 14 once said the 64B and 32B codes 'mean something else' to tcgen05
+    from judge.hw import umma, wgmma
+    d5, d4 = umma.encode(0x400, 16, 1024, swizzle), wgmma.encode(0x400, 16, 1024, swizzle)
+    assert d5 ^ d4 == 1 << 46                       # only the fixed 0b001 of bits 46-48
+    assert umma.decode(d4 | 1 << 46).swizzle == swizzle
+
+
+def test_fine_grained_fp8_figures_come_from_the_record():
+    nb = json.loads((ROOT / "chapters" / "ch05_blackwell.ipynb").read_text())
+    text = "".join("".join(c["source"]) for c in nb["cells"])
+    assert "0.86 to 0.88" not in text and "torch 2.11 on the H200 takes them" not in text
+    speed = record.figures("ch05.fp8_fine")["speed"]
+    share = {r["n"]: round(r["of _scaled_mm block-wise"], 3) for r in speed if r["path"] == "gemm_fp8.cu FINE=1"}
+    assert share == {4096: 0.811, 8192: 0.730}
+    assert 'r["of _scaled_mm block-wise"] for r in fine["speed"]' in text       # printed from the record

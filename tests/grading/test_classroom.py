@@ -389,3 +389,29 @@ def test_grade_class_uses_an_existing_cluster_given_by_its_address(tmp_path):
     rows = list(csv.DictReader((tmp_path / "report" / "grades.csv").open()))
     assert [x["verdict"] for x in rows] == ["PASS", "PASS"], rows
     assert len({x["where"] for x in rows}) == 1, "one worker graded both"
+
+
+def test_ctrl_c_during_grade_class_prints_one_line(tmp_path):
+    # was: about 25 lines of Dask tracebacks (the workers heard Ctrl-C too) before the clean line
+    pytest.importorskip("distributed")
+    class_sample.make_class(tmp_path / "class", 1, cpu=0, gpu=0, hangs=False, extra={0: [HANG]})
+    env = dict(_env(), JUDGE_WORKSPACE=str(tmp_path / "workspace"))
+    p = subprocess.Popen(CLI + ["grade-class", str(tmp_path / "class"), "--out", str(tmp_path / "report"), "--quiet",
+                                "--workers", "1"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        before = []
+        for line in p.stderr:                    # the hang keeps it grading for its time limit
+            before.append(line)
+            if line.startswith("grading "):
+                break
+        time.sleep(1.0)
+        os.killpg(p.pid, signal.SIGINT)          # Ctrl-C at a terminal: the whole foreground group
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert p.returncode == 130, (before, err)
+    assert len(lines) == 1 and lines[0].startswith("interrupted: 0 file(s) graded by this run are kept in "), lines

@@ -88,7 +88,7 @@ def test_cublas_kernels_are_profiled_by_a_pattern_in_their_chapters_sections():
 def test_a_chapter_declares_the_module_that_runs_its_kernels_and_what_it_profiles(tmp_path, monkeypatch):
     mods = counters.chapter_modules()
     assert list(mods) == [f"chapters.{c}.counters" for c in ("ch01_cp_async", "ch03_clusters", "ch04_wgmma",
-                                                              "ch05_blackwell")]
+                                                              "ch05_blackwell", "ch06_attention")]
     assert all(what for what in mods.values())
     from judge.record import write
     real = write.declarations()

@@ -35,6 +35,7 @@ def init(m, ins):
             col = m.next_col
             m.next_col += 1
             mb = completion.ModelMbarrier(int(cnt[t]), cta=int(c), off=int(o), col=col, width=m.VC.shape[1])
+            mb.init_ins = ins                 # the line that initialized it names it (Machine.mbar_name)
             m.mbars[key] = mb
             m.mbar_by_col[col] = mb
             m.event("mbarrier.init", mbarrier=f"0x{int(o):x}", count=int(cnt[t]))
@@ -119,6 +120,7 @@ def wait(m, ins):
             if done():
                 ok[t] = True
                 m.VC[t] = np.maximum(m.VC[t], mb.done)
+                m.last_mbar_wait[int(t)] = (mb, getattr(mb, "completed_by", None), ins)
             else:
                 # the thread sleeps in the wait until the phase completes, then tries again
                 m.pc[t] = m.cur_pc

@@ -87,3 +87,15 @@ def test_nothing_is_said_when_the_counters_contradict_the_cause():
     same_bytes = {**COUNTERS, "ping-pong": {"TMA load bytes": 1.61e9, "tensor pipe %": 83.7}}
     assert issue_rate.claim_text(_rows(), same_bytes) is None
     assert issue_rate.claim_text(None, COUNTERS) is None
+
+
+def test_the_feed_picture_is_shown_once():
+    # a pyplot figure shown with display() is shown again when the cell ends: chapter 4 stored it twice
+    import matplotlib.pyplot as plt
+    from judge import record
+    rec = record.figures("ch04.issue_rate")
+    if not rec or not rec.get("fed"):
+        pytest.skip("ch04.issue_rate has no fed rows in the record yet")
+    before = plt.get_fignums()
+    fig = issue_rate.draw_fed(rec["fed"])
+    assert len(fig.axes) == 2 and plt.get_fignums() == before
