@@ -173,8 +173,9 @@ __device__ __forceinline__ void store_fragment_bf16(const float (&d)[R], unsigne
 // Accumulator fragment of m64nN (fp32): thread t of the warpgroup (warp w = t / 32, lane l)
 // holds d[i] at row 16*w + l/4 + 8*((i/2) % 2), column 8*(i/4) + 2*(l % 4) + i % 2.
 // wgmma names every accumulator register: the vector of R = 32, 64 or 128 fp32 registers (N = 64, 128,
-// 256) and its read-write asm operands are spelled once here, for the bf16 wrappers below and the FP8
-// ones of wgmma_fp8.cuh. In a wrapper's asm, %R and %R+1 are then the two descriptors, %R+2 scale_d.
+// 256) and its read-write asm operands are spelled once here, for the bf16 wrappers below, the FP8 ones
+// of wgmma_fp8.cuh and attention.cuh's register-sourced ones. In a wrapper's asm the operands after the
+// accumulators start at %R (here: the two descriptors, then scale_d at %R+2).
 #define WG_ACC_0_31 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define WG_ACC_32_63 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define WG_ACC_64_127 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
