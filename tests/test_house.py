@@ -36,6 +36,7 @@ PLUGINS = {
     ("judge.grading.exercise", "import_file"): "the plugin loader: an exercise's check.py, a learner's file, a reference",
     ("judge.grading.exercise", "grader"): "an exercise's check.py, through import_file",
     ("judge.grading.exercise", "reference"): "an exercise's reference solution, through import_file",
+    ("judge.grading.exercise", "reference_module"): "an exercise's reference.py (its check's rules), through import_file",
     ("judge.grading.check_child", "main"): "the learner's file a check calls in isolation, through import_file",
     ("judge.grading.learner_process", "_child_main"): "the learner's file, inside the sandbox",
     ("judge.grading.learner_process", "_fence"): "the sandbox takes the course's own files off sys.path",

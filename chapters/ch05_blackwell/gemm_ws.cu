@@ -21,7 +21,9 @@
 //   acc_empty[b]  all 128 epilogue threads, after their last tcgen05.ld of buffer b -> the issuer may
 //                 overwrite it with a later tile
 // Tensor memory: ACC_BUFS = 2 accumulators of 128 lanes x BN fp32 columns, so the epilogue of tile i
-// (buffer i % 2) runs while the MMAs of tile i + 1 fill the other buffer.
+// (buffer i % 2) runs while the MMAs of tile i + 1 fill the other buffer. The issuer and the epilogue each
+// keep the accumulators' ring as a slot and a phase bit (exercise tcgen05_ring derives both from the
+// tile count instead).
 #include "tma.cuh"
 #include "gemm_common.cuh"   // gemm::tmem_row_to_global (and judge/include/tcgen05.cuh: tc::desc_sw128)
 
@@ -108,14 +110,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_ws(
   } else if (warp == 1 && lane == 0) {
     // ---------------------------------------------------------------- MMA ISSUER (one thread)
     constexpr unsigned idesc = tc::idesc_bf16_f32(BM, BN);
-    int it = 0, local = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x, ++local) {
-      const int buf = local % ACC_BUFS;
-      const unsigned d = tmem + buf * BN;          // this tile's accumulator: columns buf * BN ...
-      // RULE: the MMAs below overwrite buffer buf: every tcgen05.ld of its previous tile must be
+    int it = 0;
+    int acc = 0;                     // the accumulator ring's state, kept as a slot and a phase bit that
+    unsigned acc_phase = 0;          // flips each time the slot wraps (chapter 4's ws_ring_phases)
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const unsigned d = tmem + acc * BN;          // this tile's accumulator: columns acc * BN ...
+      // RULE: the MMAs below overwrite buffer acc: every tcgen05.ld of its previous tile must be
       // ordered before them (the epilogue's fence::before_thread_sync + arrive, our wait +
-      // fence::after_thread_sync; PTX ISA 9.7.16.11.1). First use of each buffer: parity trick.
-      tma::wait(&acc_empty[buf], ((local / ACC_BUFS) & 1) ^ 1);
+      // fence::after_thread_sync; PTX ISA 9.7.16.11.1). First lap: the phase before phase 0, parity 1.
+      tma::wait(&acc_empty[acc], acc_phase ^ 1);
       tc::fence_after();
       for (int kb = 0; kb < k_blocks; ++kb, ++it) {
         const int s = it % STAGES;
@@ -133,24 +136,26 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_ws(
         // goes on issuing: there is no wait here at all.
         tc::commit(&empty[s]);
       }
-      tc::commit(&acc_full[buf]);        // the whole tile's MMAs done -> the epilogue may read D
+      tc::commit(&acc_full[acc]);        // the whole tile's MMAs done -> the epilogue may read D
+      if (++acc == ACC_BUFS) { acc = 0; acc_phase ^= 1; }
     }
   } else if (warp >= 2) {
     // ---------------------------------------------------------------- EPILOGUE (4 warps)
     // RULE: warp w reaches only TMEM lanes 32 * (w % 4) .. + 31 (PTX ISA 9.7.16.8.1): warps 2, 3, 4, 5
     // read quarters 2, 3, 0, 1 = rows 64.., 96.., 0.., 32.. of the tile. Together they cover all 128.
     const int quarter = warp % 4;
-    int local = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x, ++local) {
-      const int buf = local % ACC_BUFS;
+    int acc = 0;                         // the same ring state as the issuer's, kept by every thread
+    unsigned acc_phase = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       const int m0 = (t / tiles_n) * BM, n0 = (t % tiles_n) * BN;
-      tma::wait(&acc_full[buf], (local / ACC_BUFS) & 1);
+      tma::wait(&acc_full[acc], acc_phase);
       tc::fence_after();                 // RULE: after the wait, before the first tcgen05.ld
-      const unsigned rows = tmem + buf * BN + ((unsigned)(32 * quarter) << 16);
+      const unsigned rows = tmem + acc * BN + ((unsigned)(32 * quarter) << 16);
       float* crow = C + (size_t)(m0 + 32 * quarter + lane) * N + n0;
       gemm::tmem_row_to_global(rows, crow, BN);   // thread `lane`: row 32 * quarter + lane, BN columns
-      tc::fence_before();                // our reads of buf, ordered before the issuer's next MMAs
-      tma::arrive(&acc_empty[buf]);
+      tc::fence_before();                // our reads of acc, ordered before the issuer's next MMAs
+      tma::arrive(&acc_empty[acc]);
+      if (++acc == ACC_BUFS) { acc = 0; acc_phase ^= 1; }
     }
   }
 

@@ -422,11 +422,33 @@ def table(rows) -> str:
     return "\n".join(out)
 
 
+def check_rungs(timeout: float = 120) -> tuple[dict, list[str]]:
+    """Every rung against float64 on CHECK_SHAPES on the GPU, each rung and head dimension in a child process
+    of its own (`python -m chapters.ch06_attention.attention check NAME D`), so that a kernel that hangs is a
+    verdict (HANG) and not a stuck notebook. Returns ({"NAME d=D": "ok" | "FAILED" | "HANG"}, the rungs that
+    passed at every head dimension): only those are timed."""
+    import subprocess
+    from judge import config
+    checks = {}
+    for r in RUNGS:
+        for d in HEAD_DIMS:
+            try:
+                p = subprocess.run([sys.executable, "-m", "chapters.ch06_attention.attention", "check", r["name"],
+                                    str(d)], check=False, capture_output=True, text=True, timeout=timeout,
+                                   start_new_session=True, cwd=config.ROOT)
+                print(p.stdout.rstrip() or p.stderr[-2000:], flush=True)
+                checks[f"{r['name']} d={d}"] = "ok" if p.returncode == 0 and "WRONG" not in p.stdout else "FAILED"
+            except subprocess.TimeoutExpired:
+                checks[f"{r['name']} d={d}"] = "HANG"
+    print("checks:", checks, flush=True)
+    good = [r["name"] for r in RUNGS if all(checks[f"{r['name']} d={d}"] == "ok" for d in HEAD_DIMS)]
+    return checks, good
+
+
 def main(argv=None) -> int:
     """On an H200: every rung checked against float64 on CHECK_SHAPES (a child process per rung and head
     dimension, so that a hang is a verdict), then measure() on the problems; JSON to $OUT/ch06_attention.json."""
     import json
-    import subprocess
     import time
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "check":                 # child: one rung, one head dimension, every shape
@@ -438,18 +460,7 @@ def main(argv=None) -> int:
                   f"({time.time() - t:.1f}s){'' if ok else ' ' + msg[:600]}", flush=True)
         return 0
     out = Path(os.environ.get("OUT", "."))
-    checks = {}
-    for r in RUNGS:
-        for d in HEAD_DIMS:
-            try:
-                p = subprocess.run([sys.executable, __file__, "check", r["name"], str(d)],
-                                   check=False, capture_output=True, text=True, timeout=120, start_new_session=True)
-                print(p.stdout.rstrip() or p.stderr[-2000:], flush=True)
-                checks[f"{r['name']} d={d}"] = "ok" if p.returncode == 0 and "WRONG" not in p.stdout else "FAILED"
-            except subprocess.TimeoutExpired:
-                checks[f"{r['name']} d={d}"] = "HANG"
-    print("checks:", checks, flush=True)
-    good = [r["name"] for r in RUNGS if all(checks[f"{r['name']} d={d}"] == "ok" for d in HEAD_DIMS)]
+    checks, good = check_rungs()
     rows = []
     for p in problems():                            # one problem at a time, the JSON rewritten after each
         rows += measure([p], rungs=good)

@@ -219,6 +219,12 @@ class Exercise:
         """The reference solution, imported as a module (Python exercises)."""
         return import_file(self.solution_path, f"{self.id}_reference")
 
+    def reference_module(self):
+        """exercises/<id>/reference.py imported as a module: the rules the check compares against, written for
+        it alone (a learners' release leaves the file out, as it leaves out the solution)."""
+        name = f"{self.id}_reference_rules"
+        return sys.modules.get(name) or import_file(self.folder / "reference.py", name)
+
     def sources(self) -> list[Path]:
         """Every file of the exercise (for the Hopper record's hashes)."""
         return sorted(p for p in self.folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
@@ -361,7 +367,9 @@ def import_file(path, name: str | None = None):
 
 def grader(ex: "Exercise"):
     """The exercise's check(sub): its check.py's own, or, for a GPU exercise whose check.py defines only
-    inputs/outputs/reference/launch/work, the shared CUDA flow (judge.grading.cuda_flow.grade) over that module."""
+    inputs/outputs/reference/launch/work, the shared CUDA flow (judge.grading.cuda_flow.grade) over that module.
+    (In a learners' release a Python exercise has no check.py: judge.grading.check_child grades it on its
+    statement's worked examples instead.)"""
     mod = import_file(ex.folder / "check.py", f"check_{ex.id}")
     if callable(getattr(mod, "check", None)):
         return mod.check

@@ -71,7 +71,7 @@ class Result:
         """What a notebook stores as the Result's plain text: the verdict and its lines, each figure by its file
         name (its path is a temporary folder of the machine that graded it)."""
         figs = ", ".join(os.path.basename(f) for f in self.figures)
-        return (f"Result([{self.exercise}] {self.headline()}" + "".join(f"; {d}" for d in self.details)
+        return (f"Result([{self.exercise}] {self.headline()}" + "".join(f"; {d}" for d in self.details + self.unchecked)
                 + (f"; figures: {figs}" if figs else "") + ")")
 
     def _repr_html_(self):

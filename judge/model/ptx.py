@@ -9,7 +9,10 @@ Each Instr keeps its PTX line and its source location chain from the `.loc` dire
 followed out to the kernel's own line, with the name of the function each line is in (read from the
 .debug_str section), so a message can name the header line and the learner's line that called it
 (judge.model.state.Machine.where; the file names are Module.files, from the `.file` directives).
-Inline-asm scopes (`{ .reg .pred p; ... }`) get their registers renamed per scope.
+Inline-asm scopes (`{ .reg .pred p; ... }`) get their registers and their labels renamed per scope
+(PTX ISA 5.5.1 / 11.1: a label, like a register, is visible only in the block that declares it and in
+the blocks nested in it, so an inline-asm wait loop with fixed labels, inlined twice, is two loops;
+a branch resolves to the innermost enclosing block's label of that name, forward or backward).
 """
 from __future__ import annotations
 
@@ -129,21 +132,43 @@ def _imm(tok: str) -> Operand | None:
 class _Scopes:
     def __init__(self):
         self.stack = [{}]
+        self.labels = [{}]        # per block: label -> its name in Kernel.labels
+        self.pending = [[]]       # per block: branch operands whose label is not resolved yet
         self.n = 0
 
     def push(self):
         self.stack.append({})
+        self.labels.append({})
+        self.pending.append([])
 
     def pop(self):
         if len(self.stack) > 1:
             self.stack.pop()
+            labels, pending = self.labels.pop(), self.pending.pop()
+            for o in pending:     # a target this block declares is this block's; else look further out
+                if o.name in labels:
+                    o.name = labels[o.name]
+                else:
+                    self.pending[-1].append(o)
+
+    def label(self, name):
+        """Declare a label in the current block; its name in Kernel.labels (renamed inside a nested block)."""
+        return self._rename(self.labels, name)
+
+    def refer(self, o):
+        """A branch to label operand o, resolved when its block closes (labels may be used before they appear)."""
+        self.pending[-1].append(o)
 
     def declare(self, name):
+        """Declare a register in the current block; its name in Kernel.regs (renamed inside a nested block)."""
+        return self._rename(self.stack, name)
+
+    def _rename(self, tables, name):
         if len(self.stack) == 1:
             return name
         self.n += 1
         new = f"{name}@{self.n}"
-        self.stack[-1][name] = new
+        tables[-1][name] = new
         return new
 
     def resolve(self, name):
@@ -343,7 +368,7 @@ def parse(text: str) -> Module:
                 rest = line[pos:].strip()
                 lab = re.fullmatch(r"([\w$]+):\s*(.*)", rest)
                 if lab:
-                    k.labels[lab.group(1)] = len(k.code)
+                    k.labels[scopes.label(lab.group(1))] = len(k.code)
                     rest = lab.group(2)
                 buf += " " + rest if rest else ""
                 j += 1
@@ -366,7 +391,7 @@ def _stmt(k: Kernel, stmt: str, scopes: _Scopes, line: int, loc: tuple, funcs: t
     s = stmt.strip()
     lab = re.match(r"([\w$]+):\s*(.*)$", s, re.S)
     if lab and not s.startswith("."):
-        k.labels[lab.group(1)] = len(k.code)
+        k.labels[scopes.label(lab.group(1))] = len(k.code)
         s = lab.group(2).strip()
         if not s:
             return
@@ -398,6 +423,9 @@ def _stmt(k: Kernel, stmt: str, scopes: _Scopes, line: int, loc: tuple, funcs: t
     # a branch target is a label, not a symbol
     if op.startswith(("bra", "call")):
         args = [Operand("label", name=a.name) if a.kind == "sym" else a for a in args]
+        for a in args:
+            if a.kind == "label":
+                scopes.refer(a)
     k.code.append(Instr(op, _split_op(op), args, guard, line, loc, " ".join(stmt.split()), funcs))
 
 

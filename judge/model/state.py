@@ -83,6 +83,9 @@ class Machine:
         self.grid, self.block, self.cluster = grid, block, cluster
         self.strict, self.budget = strict, budget
         self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        self.ahead = None                    # judge.model.scheduler.Ahead under schedule="ahead"
+        self.schedule_note = "lockstep"
         self.gridid = int(self.rng.integers(1, 1 << 20))
         self.counts = Counter()
         self.timeline = []
@@ -128,6 +131,7 @@ class Machine:
         off = 0
         buf = bytearray()
         self.tmaps = {}
+        host_specs = []
         for (pname, size, align), a in zip(self.k.params, args):
             off = -(-off // align) * align
             buf.extend(b"\0" * (off - len(buf)))
@@ -140,12 +144,18 @@ class Machine:
                 spec = a.spec if isinstance(a, _tma.TensorMap) else a
                 self.tmaps[PARAM_BASE + off] = spec
                 raw = tensormaps.encode(self, spec).tobytes() if size == tensormaps.SIZE else b"\0" * size
+            elif isinstance(a, tensormaps.HostMaps):        # a pointer to maps the host wrote in global memory
+                raw = a.place(self).to_bytes(8, "little")
+                self._add_region(a.buf)
+                self.keep.append(a.buf)
+                host_specs += a.specs
             elif isinstance(a, (np.generic, int, float)):
                 raw = np.asarray(a).tobytes() if isinstance(a, np.generic) else None
                 if raw is None:
                     raise TypeError(f"argument {pname}: pass NumPy scalars (np.int32(n)), not {type(a).__name__}")
             else:
-                raise TypeError(f"argument {pname}: NumPy arrays, NumPy scalars or judge.hw.tma maps, "
+                raise TypeError(f"argument {pname}: NumPy arrays, NumPy scalars, judge.hw.tma maps or "
+                                f"judge.model.tensormaps.HostMaps, "
                                 f"not {type(a).__name__}")
             if len(raw) != size:
                 raise TypeError(f"argument {pname} is {size} bytes in the kernel, {len(raw)} given")
@@ -160,7 +170,7 @@ class Machine:
             self._add_region(a.reshape(-1).view(np.uint8))
         # a tensor map's tensor is global memory too (the caller keeps the array alive)
         import ctypes
-        for spec in self.tmaps.values():
+        for spec in [*self.tmaps.values(), *host_specs]:
             if any(b <= spec.address < b + n for b, n, _ in self.regions):
                 continue
             eb = spec.elem_bytes
@@ -354,7 +364,13 @@ class Machine:
         self.nwarps = -(-n // 32)             # the last time each warp of the cluster read each word, and where
         self.r_wt = np.zeros((self.ncta, W, self.nwarps), np.int64)
         self.r_pc = np.zeros((self.ncta, W), np.int32)
+        self.r_solo = np.full((self.ncta, W, self.nwarps), -1, np.int32)   # the one lane that read it (checks.note_read)
         self.bulk_reading = np.zeros((self.ncta, W), np.int16)   # asynchronous reads still running
+        # a bulk store's read ends at its own thread's covering wait: (that thread, when) per word, until a barrier
+        # of the whole block makes it known to all (judge.model.checks.check_bulk_waited)
+        self.bulk_waited_t = np.full((self.ncta, W), -1, np.int32)
+        self.bulk_waited_time = np.zeros((self.ncta, W), np.int64)
+        self.bulk_waited_any = False
         self.remote_t = np.zeros((self.ncta, n), np.int64)  # DSMEM: last access of each thread into block c
         self.cta_done = np.zeros(self.ncta, bool)
         # -- clocks: happens-before as vector clocks, one column per thread and per mbarrier
@@ -441,8 +457,14 @@ class Machine:
             elif name in ("%clock", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"):
                 # time advances with the model's steps (32 "ns" or cycles a step): spin loops end
                 v = np.full(self.n, 32 * self.gtime, np.uint64 if name in ("%clock64", "%globaltimer") else np.uint32)
-            elif name.startswith("%"):
+            elif name.startswith("%") and (name in self.k.regs or name.rstrip("0123456789") in self.k.regs):
                 v = self.regs.setdefault(name, np.zeros(self.n, self._store_dtype(name, ty)))
+            elif name.startswith("%"):
+                # a register no .reg declares is a special register (PTX ISA 10, "Special Registers"); one the
+                # model does not keep (%envreg<32>, which cooperative groups' grid.sync() reads, %pm0, ...)
+                # has a value the driver or the hardware sets: the model cannot know it, so no verdict
+                raise Unsupported(ins.text if ins else name,
+                                  f"special register {name} (PTX ISA 10): the model does not know its value")
             else:
                 raise Unsupported(ins.text if ins else name, f"unknown register {name}")
             if dt == np.bool_:
@@ -625,7 +647,9 @@ class Machine:
             self.fail("shared-window", ins, "a shared::cluster address of a block outside the cluster")
             raise checks.abort(self, "shared-window", ins, "shared::cluster address outside the cluster")
         if self.ncta > 1 and not own.all():
-            far = ~own
+            # a shared::cluster address of the block's own rank (mapa to %cluster_ctarank) is a local access
+            # (PTX ISA, mapa; 5.1.5.1 the .shared::cluster window holds the executing block's own window)
+            far = cta != self.cta[lanes]
             if self.cta_done[cta[far]].any():
                 k = int(np.argmax(self.cta_done[cta] & far))
                 self.fail("dsmem-after-exit", ins,

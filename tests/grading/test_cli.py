@@ -182,8 +182,8 @@ def test_practice_judge_runs_under_a_python_without_the_packages():
 
 
 def test_jupyter_opens_at_the_course_root_with_the_first_chapter():
-    line = next(l for l in _readme_section("Two commands").splitlines() if "jupyter lab" in l)
-    assert "--notebook-dir=." in line, line
+    line = next(l for l in _readme_section("Quick start").splitlines() if "jupyter lab" in l)
+    assert "--notebook-dir=." in line and "--config=practice/jupyter_config.py" in line, line
     nb = line.split("jupyter lab", 1)[1].split()[-1]
     assert (ROOT / nb).is_file() and nb.endswith(".ipynb"), nb
 

@@ -99,6 +99,8 @@ def _write_shared(m, cta, off, words, data, lanes, ins, what):
     st = m.w_state[cta[:, None], words]
     if ((st == CPA_PENDING) | (st == TMA_PENDING)).any() or (m.bulk_reading[cta[:, None], words] > 0).any():
         checks.check_overwrite(m, cta, words, lanes, ins, what)
+    elif m.bulk_waited_any:
+        checks.check_bulk_waited(m, cta, words, lanes, ins, what)
     m.sm[cta[:, None], off[:, None] + np.arange(w)] = data
     m.taint_store("shared", cta, off, w, lanes)
     m.w_state[cta[:, None], words] = GENERIC

@@ -271,6 +271,7 @@ def complete(m, mma, ins):
         m.bulk_reading[c, words] -= 1
         Wp = np.broadcast_to((lanes[::32] // 32)[None, :], (len(words), len(lanes[::32])))
         m.r_wt[c, words[:, None], Wp] = m.gtime
+        m.r_solo[c, words[:, None], Wp] = checks.WARP_READ
         m.r_pc[c, words] = mma["pc"]
     # the wait that completes a wgmma is one warpgroup-wide event (.sync.aligned): every thread of the
     # warpgroup observes that the operands were read, so any of them may hand the buffers back

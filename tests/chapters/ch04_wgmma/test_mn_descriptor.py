@@ -20,6 +20,9 @@ from judge.grading import exercise
 from judge.grading.result import Verdict
 from judge.hw import tma, wgmma
 
+
+mn_ref = exercise.get("wgmma_mn_descriptor").reference_module()   # the exercise's reference rules
+
 from tests.checking import graded_here
 
 CU = config.ROOT / "chapters" / "ch04_wgmma" / "gemm_mn_major.cu"
@@ -81,7 +84,7 @@ def test_the_kernels_descriptor_is_the_references_and_reads_b_where_tma_put_it(b
         tile = sB + s * b_bytes
         for ks in range(c["BK"] // 16):
             d = desc(tile + ks * 16 * b_span)                # the address the kernel hands it
-            assert d == wgmma.mnmajor_slice_descriptor(tile, swizzle, ks, rows=c["BN"], k_elems=c["BK"]), \
+            assert d == mn_ref.mnmajor_slice_descriptor(tile, swizzle, ks, rows=c["BN"], k_elems=c["BK"]), \
                 (s, ks, hex(d))
             assert d == CHECK.descriptor_reference(tile, swizzle, ks, c["BN"])   # what the exercise grades with
             n = np.arange(c["BN"])[None, :]

@@ -1,5 +1,5 @@
 """tests/chapters/ch04_wgmma/test_regalloc.py - chapter 4's register split: what the kernels declare against the rules of
-setmaxnreg (judge.hw.regalloc, PTX ISA, setmaxnreg), ptxas and the CPU model holding to the same rules, and the
+setmaxnreg (exercises/setmaxnreg_split/reference.py, PTX ISA, setmaxnreg), ptxas and the CPU model holding to the same rules, and the
 exercise setmaxnreg_split (python practice/judge.py check setmaxnreg_split).
 
 Run: python -m pytest tests/chapters/ch04_wgmma/test_regalloc.py -q      (no GPU: kernels are compiled with NVRTC)
@@ -14,7 +14,9 @@ from judge.gpu import build
 from judge.grading import cpu_flow as flow
 from judge.grading import exercise, grade
 from judge.grading.result import Verdict
-from judge.hw import regalloc
+from judge.grading import exercise
+
+regalloc = exercise.get("setmaxnreg_split").reference_module()
 
 from tests.checking import graded_here
 
@@ -198,9 +200,9 @@ def test_the_untouched_starter_is_wrong_and_says_what_to_write():
     assert r.verdict == Verdict.WRONG and "NotImplementedError" in r.message and "cta_pool" in r.message, str(r)
 
 
-def test_the_check_grades_against_judge_hw_not_the_solution():
+def test_the_check_grades_against_its_reference_rules_not_the_solution():
     src = (EX.folder / "check.py").read_text()
-    assert "from judge.hw import regalloc" in src and "reference()" not in src and "solution" not in src
+    assert "reference_module()" in src and ".reference()" not in src and "solution" not in src
 
 
 def _fails(mod, fn, edge):

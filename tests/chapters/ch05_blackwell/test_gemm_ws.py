@@ -99,19 +99,19 @@ def test_the_first_fence_after_a_read_is_what_orders_it_not_the_last(kernel):
 # The kernel plus one patch; the verdict the model must give (rule id, or "HANG").
 MISTAKES = {
     "epilogue reads before acc_full": (
-        "      tma::wait(&acc_full[buf], (local / ACC_BUFS) & 1);\n", "\n", "tcgen05-ld-in-flight"),
+        "      tma::wait(&acc_full[acc], acc_phase);\n", "\n", "tcgen05-ld-in-flight"),
     "epilogue waits a fixed parity": (
-        "tma::wait(&acc_full[buf], (local / ACC_BUFS) & 1);", "tma::wait(&acc_full[buf], 0);", "tcgen05-ld-in-flight"),
+        "tma::wait(&acc_full[acc], acc_phase);", "tma::wait(&acc_full[acc], 0);", "tcgen05-ld-in-flight"),
     "no fence::after_thread_sync after acc_full": (
         "      tc::fence_after();                 // RULE: after the wait, before the first tcgen05.ld\n", "\n",
         "tcgen05-fence-after"),
     "issuer overwrites a buffer still being read": (
-        "      tma::wait(&acc_empty[buf], ((local / ACC_BUFS) & 1) ^ 1);\n", "\n", "tcgen05-mma-overwrite"),
+        "      tma::wait(&acc_empty[acc], acc_phase ^ 1);\n", "\n", "tcgen05-mma-overwrite"),
     "no fence::before_thread_sync before acc_empty": (
-        "      tc::fence_before();                // our reads of buf, ordered before the issuer's next MMAs\n", "\n",
+        "      tc::fence_before();                // our reads of acc, ordered before the issuer's next MMAs\n", "\n",
         "tcgen05-mma-overwrite"),
     "one accumulator for both buffers": (
-        "const unsigned d = tmem + buf * BN;", "const unsigned d = tmem;", "tcgen05-ld-in-flight"),
+        "const unsigned d = tmem + acc * BN;", "const unsigned d = tmem;", "tcgen05-ld-in-flight"),
     "slot released by a plain arrive, not by commit": (
         "        tc::commit(&empty[s]);\n", "        tma::arrive(&empty[s]);\n", "async-read-overwritten"),
     "expect_tx announces A only": (

@@ -29,7 +29,8 @@ A plan is one item per warpgroup, in order; each item one entry per warp of that
 (that warp executes no setmaxnreg) or (action, N) with action "dec" or "inc". Warps with the same pair
 execute the same instruction.
 
-    from judge.hw import regalloc
+    from judge.grading import exercise
+    regalloc = exercise.get("setmaxnreg_split").reference_module()
     regalloc.cta_pool(384, 168)                   # 64512 = 384 x 168
     regalloc.best_split(384, 168)                 # (40, 232): the ladder's regs_dec<40> / regs_inc<232>
     plan = regalloc.split_plan(384, 40, 232)      # warpgroup 0 .dec 40, warpgroups 1 and 2 .inc 232
@@ -37,8 +38,9 @@ execute the same instruction.
     print(regalloc.judge(384, 168, plan))         # the verdict in words, with the rule
 
 Kernels are not judged here: the CPU model runs a kernel's own setmaxnreg (judge.model.ops.setmaxnreg).
-This module states the rules on their own, for the exercise setmaxnreg_split and for chapter 4's tests.
-Try it: python -m judge.hw.regalloc
+This module states the rules on their own, for the exercise setmaxnreg_split's check and for chapter 4's tests;
+it is the exercise's answer, so a learners' release leaves it out.
+Try it: PYTHONPATH=$PWD python exercises/setmaxnreg_split/reference.py
 """
 from __future__ import annotations
 
