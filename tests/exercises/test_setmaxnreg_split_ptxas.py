@@ -1,14 +1,16 @@
-"""setmaxnreg's count rule (judge.hw.regalloc.legal_count) against ptxas itself: the course's NVRTC assembles
+"""setmaxnreg's count rule (setmaxnreg_split's reference legal_count) against ptxas itself: the course's NVRTC assembles
 exactly the counts the rule calls legal, and its messages are the ones the setmaxnreg_split statement quotes.
 
-Run: PYTHONPATH=$PWD python -m pytest tests/hw/test_regalloc_ptxas.py -q      (no GPU: NVRTC compiles here)
+Run: PYTHONPATH=$PWD python -m pytest tests/exercises/test_setmaxnreg_split_ptxas.py -q      (no GPU: NVRTC compiles here)
 """
 from __future__ import annotations
 
 import pytest
 
 from judge.gpu import build
-from judge.hw import regalloc
+from judge.grading import exercise
+
+regalloc = exercise.get("setmaxnreg_split").reference_module()   # the exercise's reference rules
 
 SRC = r'''
 // judge: target=sm_90a
