@@ -160,7 +160,7 @@ def cmd_sass(args) -> int:
     path = _file(ex, args.file)
     from judge.gpu import build
     from judge.hw import sass
-    kernel = ex.meta.get("kernel")
+    kernel = ex.kernel
     print(f"compiling {path} for {ex.target} ...", file=sys.stderr, flush=True)
     try:
         b = build.compile(path, target=ex.target)

@@ -4,8 +4,8 @@
     PYTHONPATH=$PWD python -m lab.bench_checks --checks [EXERCISE ...]    # whole checks of the solutions
 
 For each exercise: the build (from the compile cache when warm), then the model cases one check draws
-(judge.grading.cuda_flow._model_cases; with [domain], the seed S), each run through the flow's own
-_run_model_case. Prints wall and CPU seconds per case and in all; CPU seconds are what to compare on a
+(judge.grading.cuda_flow.draw_model_cases; with [domain], the seed S), each run through the flow's own
+model_case. Prints wall and CPU seconds per case and in all; CPU seconds are what to compare on a
 machine shared with other work (wall time there measures the others too). --profile prints the model's
 20 most expensive functions over every case. --checks grades each solution as a learner's check does, in
 a fresh interpreter, and prints its wall and CPU seconds (imports and the child processes included). Not a test: nothing is asserted; run it before and after a
@@ -16,7 +16,6 @@ from __future__ import annotations
 import sys
 import time
 
-import numpy as np
 
 
 def bench(eid: str, seed: int, profile: bool = False) -> tuple[float, float]:
@@ -27,10 +26,8 @@ def bench(eid: str, seed: int, profile: bool = False) -> tuple[float, float]:
     t0, c0 = time.perf_counter(), time.process_time()
     b = build.compile(ex.solution_path, target=ex.target)
     print(f"{eid}: build {time.perf_counter() - t0:.2f} s wall, {time.process_time() - c0:.2f} s CPU")
-    try:
-        cases = cuda_flow._model_cases(mod, ex, np.random.default_rng(seed), seed=seed)
-    except TypeError:                                  # a tree without [domain]
-        cases = cuda_flow._model_cases(mod, ex, np.random.default_rng(seed))
+    cases = cuda_flow.draw_model_cases(mod, ex, seed=seed)
+    b = b.for_model(**cuda_flow.model_options(mod, ex))
     wall = cpu = 0.0
     prof = None
     if profile:
@@ -40,7 +37,8 @@ def bench(eid: str, seed: int, profile: bool = False) -> tuple[float, float]:
         t0, c0 = time.perf_counter(), time.process_time()
         if prof:
             prof.enable()
-        comps, note = cuda_flow._run_model_case(b, mod, ex, dict(case))
+        ran = cuda_flow.model_case(b, mod, ex, dict(case))
+        comps, note = ran.comparisons, ran.note
         if prof:
             prof.disable()
         w, c = time.perf_counter() - t0, time.process_time() - c0

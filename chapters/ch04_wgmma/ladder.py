@@ -384,14 +384,6 @@ def check_rung(name: str, M: int, N: int, K: int, seed=None):
     return compare_output(c, a, b, f"{name}: M={M} N={N} K={K} seed={seed}", seed)
 
 
-def _host_aligned(shape, dtype, align: int = 1024):
-    """An uninitialized NumPy array starting on an `align`-byte boundary (as cudaMalloc's are)."""
-    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    raw = np.empty(n + align, dtype=np.uint8)
-    off = (-raw.ctypes.data) % align
-    return raw[off:off + n].view(dtype).reshape(shape)
-
-
 def model_check(name: str, M: int, N: int, K: int, seed=None, clusters: int = 2, build=None):
     """Run one rung on the CPU model of the machine (judge.model, no GPU needed), against float64.
 
@@ -412,11 +404,11 @@ def model_check(name: str, M: int, N: int, K: int, seed=None, clusters: int = 2,
     seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
     rng = np.random.default_rng(seed)
     bf16 = ml_dtypes.bfloat16
-    a = _host_aligned((M, K), bf16)
+    a = tma.empty_aligned((M, K), bf16)
     a[...] = rng.standard_normal((M, K)).astype(bf16)
-    bb = _host_aligned((N, K), bf16)
+    bb = tma.empty_aligned((N, K), bf16)
     bb[...] = rng.standard_normal((N, K)).astype(bf16)
-    c = _host_aligned((M, N), bf16)
+    c = tma.empty_aligned((M, N), bf16)
     c[...] = np.nan
     bk = r.get("bk", BK)
     sw = {64: "128B", 32: "64B"}[bk]

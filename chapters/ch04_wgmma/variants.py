@@ -109,30 +109,22 @@ def grid(name: str, M: int, N: int, splits: int = 1) -> tuple:
 
 
 # ----------------------------------------------------------------------------- inputs and references
-def _host_aligned(shape, dtype, align: int = 1024):
-    """An uninitialized NumPy array starting on an `align`-byte boundary (as cudaMalloc's are)."""
-    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    raw = np.empty(n + align, dtype=np.uint8)
-    off = (-raw.ctypes.data) % align
-    return raw[off:off + n].view(dtype).reshape(shape)
-
-
 def host_inputs(name: str, M: int, N: int, K: int, rng) -> dict:
     """Fresh random NumPy inputs (never zeros) and the output as the launch must find it."""
     import ml_dtypes
     bf16 = ml_dtypes.bfloat16
-    a = _host_aligned((M, K), bf16)
+    a = tma.empty_aligned((M, K), bf16)
     a[...] = rng.standard_normal((M, K)).astype(bf16)
-    b = _host_aligned((K, N) if name == "mn_major" else (N, K), bf16)
+    b = tma.empty_aligned((K, N) if name == "mn_major" else (N, K), bf16)
     b[...] = rng.standard_normal(b.shape).astype(bf16)
     ins = {"a": a, "b": b}
     if name == "rs":
         ins["scale"] = rng.uniform(0.5, 2.0, M).astype(np.float32)
     if name == "splitk":
-        ins["c"] = _host_aligned((M, N), np.float32)
+        ins["c"] = tma.empty_aligned((M, N), np.float32)
         ins["c"][...] = 0.0                     # the sum starts from zero: the host's job
     else:
-        ins["c"] = _host_aligned((M, N), bf16)
+        ins["c"] = tma.empty_aligned((M, N), bf16)
         ins["c"][...] = np.nan                  # poisoned: an element nobody wrote stays NaN
     return ins
 

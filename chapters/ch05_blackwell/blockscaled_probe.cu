@@ -11,7 +11,7 @@
 //   kind::mxf4      A, B: E2M1 only, E8M0 scale per 32 (MXFP4)
 //   kind::mxf4nvf4  A, B: E2M1, a scale per 32 or, with .block16, per 16; E4M3 scales (chosen in the
 //                   instruction descriptor) with .block16 are NVFP4
-#include "tcgen05.cuh"
+#include "tcgen05.cuh"   // judge/include: tensor memory, tcgen05.mma and its commit (namespace tc)
 
 #ifndef SCALE_COLS
 #define SCALE_COLS 32     // columns for the scale factors of A and B, after the 128 accumulator columns

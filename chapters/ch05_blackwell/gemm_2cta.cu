@@ -28,7 +28,7 @@
 //   acc_empty[b]  leader: all 256 epilogue threads of the pair                    -> the issuer may overwrite b
 #include "cluster.cuh"
 #include "tma.cuh"
-#include "gemm_common.cuh"   // gemm::desc_sw128, gemm::tmem_row_to_global (and tcgen05.cuh)
+#include "gemm_common.cuh"   // gemm::tmem_row_to_global (and judge/include/tcgen05.cuh: tc::desc_sw128)
 
 #ifndef BN
 #define BN 256          // columns per tile = N of the MMA = fp32 TMEM columns per accumulator buffer
@@ -177,7 +177,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(THREADS, 
         const unsigned char* sa = ring + s * (A_BYTES + B_BYTES);
         #pragma unroll
         for (int k = 0; k < BK / UMMA_K; ++k)            // the same offsets describe the peer's slot s
-          pair::mma_bf16(d, gemm::desc_sw128(sa + 32 * k), gemm::desc_sw128(sa + A_BYTES + 32 * k), idesc,
+          pair::mma_bf16(d, tc::desc_sw128(sa + 32 * k), tc::desc_sw128(sa + A_BYTES + 32 * k), idesc,
                          (kb > 0 || k > 0) ? 1u : 0u);
         pair::commit_both(&empty[s]);    // slot s is free in BOTH CTAs once these MMAs completed
       }

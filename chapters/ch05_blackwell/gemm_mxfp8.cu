@@ -24,7 +24,7 @@
 // Scales in shared memory, as tcgen05.cp.32x128b.warpx4 reads them (32 rows of 16 bytes, copied to each
 // warp's quarter of the 128 lanes): byte 16 l + 4 j + b is scale b of row 32 j + l (rows of A; columns of
 // B in groups of 128). In tensor memory that is lane l (+ 32 q), column j, byte b.
-#include "tcgen05.cuh"
+#include "tcgen05.cuh"   // judge/include: tensor memory, tcgen05.mma and its commit (namespace tc)
 
 #ifndef NVFP4
 #define NVFP4 0

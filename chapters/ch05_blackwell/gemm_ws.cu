@@ -25,7 +25,7 @@
 // keep the accumulators' ring as a slot and a phase bit (exercise tcgen05_ring derives both from the
 // tile count instead).
 #include "tma.cuh"
-#include "gemm_common.cuh"   // gemm::desc_sw128, gemm::tmem_row_to_global (and tcgen05.cuh)
+#include "gemm_common.cuh"   // gemm::tmem_row_to_global (and judge/include/tcgen05.cuh: tc::desc_sw128)
 
 #ifndef BN
 #define BN 128          // columns per tile = fp32 TMEM columns per accumulator buffer (N of the MMA)
@@ -127,7 +127,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_ws(
         const unsigned char* sa = ring + s * (A_BYTES + B_BYTES);
         #pragma unroll
         for (int k = 0; k < BK / UMMA_K; ++k) {    // + 32 bytes per K step inside the 128-byte span
-          tc::mma_bf16(d, gemm::desc_sw128(sa + 32 * k), gemm::desc_sw128(sa + A_BYTES + 32 * k), idesc,
+          tc::mma_bf16(d, tc::desc_sw128(sa + 32 * k), tc::desc_sw128(sa + A_BYTES + 32 * k), idesc,
                        (kb > 0 || k > 0) ? 1u : 0u);   // the tile's first MMA overwrites D
         }
         // RULE: the MMAs read slot s asynchronously; the slot is free only when they have

@@ -22,6 +22,8 @@ import numpy as np
 from judge import model
 from judge.gpu import build
 from judge.hw import sass, tma
+from judge.hw.formats import from_bf16_bits, to_bf16_bits
+from judge.hw.tma import aligned
 
 SOURCE = Path(__file__).with_name("gemm_ws.cu")
 KERNEL = "gemm_ws"
@@ -56,28 +58,6 @@ def key_counts(b, kernel: str = KERNEL) -> dict[str, int]:
     """How many SASS instructions of each key feature the kernel has (0 where absent)."""
     counts = sass.feature_counts(sass.kernel_section(b.sass, kernel))
     return {f: counts.get(f, 0) for f in KEY_FEATURES}
-
-
-def to_bf16_bits(x: np.ndarray) -> np.ndarray:
-    """float32 -> bf16 bit patterns (uint16), round to nearest even."""
-    u = x.astype(np.float32).view(np.uint32)
-    u = u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))
-    return (u >> np.uint32(16)).astype(np.uint16)
-
-
-def from_bf16_bits(b: np.ndarray) -> np.ndarray:
-    """bf16 bit patterns -> float64, exactly."""
-    return (b.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
-
-
-def aligned(values: np.ndarray, align: int = 1024) -> np.ndarray:
-    """A copy of `values` whose first byte sits on an `align`-byte boundary. RULE (tensor map): the
-    global address of a swizzled map is 128-byte aligned; NumPy guarantees only 16 (CuPy/torch give 256)."""
-    raw = np.empty(values.nbytes + align, np.uint8)
-    start = (-raw.ctypes.data) % align
-    out = raw[start:start + values.nbytes].view(values.dtype).reshape(values.shape)
-    out[...] = values
-    return out
 
 
 def tolerance(K: int) -> float:

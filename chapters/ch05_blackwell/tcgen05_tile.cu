@@ -15,7 +15,7 @@
 //   4. completion comes from tcgen05.commit, which arrives on an mbarrier;
 //   5. each warp copies ITS quarter of the lanes (rows 32w..32w+31) to registers with tcgen05.ld;
 //   6. warp 0 frees the columns once every read of them has finished.
-#include "tcgen05.cuh"
+#include "tcgen05.cuh"   // judge/include: tensor memory, tcgen05.mma and its commit (namespace tc)
 
 typedef unsigned short bf16;   // raw bf16 bits: the kernel never does arithmetic on them
 

@@ -173,21 +173,13 @@ def check_outputs(o, lse, q, k, v, causal: bool, case: str):
 
 
 # ----------------------------------------------------------------------------- the CPU model
-def _host_aligned(shape, dtype, align: int = 1024):
-    """An uninitialized NumPy array starting on an `align`-byte boundary (as cudaMalloc's are)."""
-    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    raw = np.empty(n + align, dtype=np.uint8)
-    off = (-raw.ctypes.data) % align
-    return raw[off:off + n].view(dtype).reshape(shape)
-
-
 def model_inputs(B, H, S, d, seed):
     """Random normal bf16 Q, K, V (B, H, S, d) on the host, 1024-byte aligned."""
     import ml_dtypes
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(3):
-        a = _host_aligned((B, H, S, d), ml_dtypes.bfloat16)
+        a = tma.empty_aligned((B, H, S, d), ml_dtypes.bfloat16)
         a[...] = rng.standard_normal((B, H, S, d)).astype(ml_dtypes.bfloat16)
         out.append(a)
     return out
@@ -203,9 +195,9 @@ def model_run(name: str, q, k, v, causal: bool, *, build=None, extra: dict | Non
     extra = extra or {}
     dfs = defines(name, d, **extra)
     b = build or build_rung(name, d, **extra)
-    o = _host_aligned((B, H, S, d), ml_dtypes.bfloat16)
+    o = tma.empty_aligned((B, H, S, d), ml_dtypes.bfloat16)
     o[...] = np.nan
-    lse = _host_aligned((B, H, S), np.float32)
+    lse = tma.empty_aligned((B, H, S), np.float32)
     lse[...] = np.nan
     maps = tensor_maps(q, k, v, S, d, dfs["BLOCK_N"], rung(name).get("q_rows", rung(name)["rows"]))
     args = (*maps, o.view(np.uint16), lse, np.int32(S), np.int32(int(causal)), np.float32(scale_log2(d)))

@@ -22,30 +22,12 @@ import math
 import numpy as np
 
 from judge.gpu import launch as _launch
+from judge.hw.formats import from_bf16_bits, to_bf16_bits
 from judge.hw import tma
 
 KERNEL = "attention_softmax"
 D, BLOCK_N, STAGES, ROWS, THREADS = 64, 64, 2, 128, 384        # must match the #defines of attention.cu
 SHARED_BYTES = ROWS * D * 2 + STAGES * 2 * BLOCK_N * D * 2 + 1024
-
-
-def to_bf16_bits(x, xp):
-    """float32 -> bf16 bit patterns (uint16), round to nearest even."""
-    u = x.astype(xp.float32).view(xp.uint32)
-    u = u + xp.uint32(0x7FFF) + ((u >> xp.uint32(16)) & xp.uint32(1))
-    return (u >> xp.uint32(16)).astype(xp.uint16)
-
-
-def from_bf16_bits(b) -> np.ndarray:
-    return (np.asarray(b).astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
-
-
-def _aligned(a: np.ndarray, align: int = 1024) -> np.ndarray:
-    raw = np.empty(a.nbytes + align, dtype=np.uint8)
-    off = (-raw.ctypes.data) % align
-    out = raw[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
-    out[...] = a
-    return out
 
 
 def _shape(case):
@@ -56,7 +38,7 @@ def inputs(case, xp, rng):
     out = {}
     for name in ("q", "k", "v"):
         x = to_bf16_bits(rng.standard_normal(_shape(case), dtype=xp.float32), xp)
-        out[name] = _aligned(x) if xp is np else x
+        out[name] = tma.aligned(x) if xp is np else x
     return out
 
 
@@ -64,8 +46,8 @@ def outputs(case, ins, xp):
     B, H, S, _ = _shape(case)
     if xp is np:
         import ml_dtypes
-        return {"o": _aligned(np.empty((B, H, S, D), dtype=ml_dtypes.bfloat16)),
-                "lse": _aligned(np.empty((B, H, S), dtype=np.float32))}
+        return {"o": tma.aligned(np.empty((B, H, S, D), dtype=ml_dtypes.bfloat16)),
+                "lse": tma.aligned(np.empty((B, H, S), dtype=np.float32))}
     import torch
     return {"o": torch.empty((B, H, S, D), dtype=torch.bfloat16, device="cuda"),
             "lse": torch.empty((B, H, S), dtype=torch.float32, device="cuda")}
@@ -112,10 +94,10 @@ def launch(build, case, ins, outs):
     o = outs["o"]
     if isinstance(o, np.ndarray):          # the CPU model takes the bf16 bits as a buffer of uint16 (same bytes)
         o = o.view(np.uint16)
-    _launch.launch(build, KERNEL, grid=((S + ROWS - 1) // ROWS, B * H, 1), block=(THREADS,),
-                   shared_bytes=SHARED_BYTES,
-                   args=(mq, mk, mv, o, outs["lse"], np.int32(S), np.int32(int(case["causal"])),
-                         np.float32(math.log2(math.e) / math.sqrt(D))))
+    return _launch.launch(build, KERNEL, grid=((S + ROWS - 1) // ROWS, B * H, 1), block=(THREADS,),
+                          shared_bytes=SHARED_BYTES,
+                          args=(mq, mk, mv, o, outs["lse"], np.int32(S), np.int32(int(case["causal"])),
+                                np.float32(math.log2(math.e) / math.sqrt(D))))
 
 
 def work(case):

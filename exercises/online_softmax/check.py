@@ -24,6 +24,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 
 U = 2.0 ** -53
@@ -70,7 +71,7 @@ def _as_array(x, shape, what):
 
 def compare(got, want: Expected):
     if not isinstance(got, (tuple, list)) or len(got) != 2:
-        return f"returned {type(got).__name__} {flow._show(got)}; expected a pair (out, lse)"
+        return f"returned {type(got).__name__} {checks.show(got)}; expected a pair (out, lse)"
     out, err = _as_array(got[0], want.out.shape, "out")
     if err:
         return err
@@ -81,7 +82,7 @@ def compare(got, want: Expected):
         if want.masked[r]:
             if not (np.isneginf(lse[r]) and np.all(out[r] == 0)):
                 return (f"row {r} is fully masked (every score -inf): out[{r}] must be 0 and lse[{r}] -inf; got "
-                        f"out[{r}] = {flow._show(out[r])}, lse[{r}] = {lse[r]!r}")
+                        f"out[{r}] = {checks.show(out[r])}, lse[{r}] = {lse[r]!r}")
             continue
         if not abs(lse[r] - want.lse[r]) <= want.atol_lse[r]:
             return f"lse[{r}] = {lse[r]!r}, expected {want.lse[r]!r} (tolerance {want.atol_lse[r]:.3g})"

@@ -19,6 +19,7 @@ import inspect
 
 from hypothesis import strategies as st
 
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 from judge.grading import exercise
 
@@ -119,7 +120,7 @@ OUTCOME_EDGES = [
 
 def validate_outcome(call, got):
     if not isinstance(got, str) or got not in regalloc.VERDICTS:
-        return f"outcome returns one of 'ok', 'hang' or 'illegal', got {flow._show(got)}"
+        return f"outcome returns one of 'ok', 'hang' or 'illegal', got {checks.show(got)}"
     return None
 
 

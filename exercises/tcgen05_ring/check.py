@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from judge.gpu import launch as _launch
+from judge.hw.formats import from_bf16_bits, to_bf16_bits
 from judge.hw import tma
 
 KERNEL = "tcgen05_ring"
@@ -29,33 +30,12 @@ SHARED_BYTES = STAGES * (BM + BN) * BK * 2 + 1024 + 256
 
 
 
-def to_bf16_bits(x, xp):
-    """float32 -> bf16 bit patterns (uint16), round to nearest even."""
-    u = x.astype(xp.float32).view(xp.uint32)
-    u = u + xp.uint32(0x7FFF) + ((u >> xp.uint32(16)) & xp.uint32(1))
-    return (u >> xp.uint32(16)).astype(xp.uint16)
-
-
-def from_bf16_bits(b) -> np.ndarray:
-    """bf16 bit patterns (uint16, NumPy) -> float64, exactly."""
-    return (np.asarray(b).astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
-
-
-def _aligned(a: np.ndarray, align: int = 1024) -> np.ndarray:
-    """A copy of a NumPy array starting on an `align`-byte boundary (a 128B-swizzled map wants 128)."""
-    raw = np.empty(a.nbytes + align, dtype=np.uint8)
-    off = (-raw.ctypes.data) % align
-    out = raw[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
-    out[...] = a
-    return out
-
-
 def inputs(case, xp, rng):
     M, N, K = case["m"], case["n"], case["k"]
     a = to_bf16_bits(rng.standard_normal((M, K), dtype=xp.float32), xp)
     b = to_bf16_bits(rng.standard_normal((N, K), dtype=xp.float32), xp)
     if xp is np:                     # the CPU model's "global memory": align it as cudaMalloc would
-        a, b = _aligned(a), _aligned(b)
+        a, b = tma.aligned(a), tma.aligned(b)
     return {"a": a, "b": b}
 
 
@@ -79,8 +59,8 @@ def launch(build, case, ins, outs):
     ma = tma.tensor_map(ins["a"], box=(BK, BM), swizzle="128B")
     mb = tma.tensor_map(ins["b"], box=(BK, BN), swizzle="128B")
     tiles = (M // BM) * (N // BN)
-    _launch.launch(build, KERNEL, grid=(min(case.get("ctas", tiles), tiles), 1, 1), block=(THREADS,),
-                   shared_bytes=SHARED_BYTES, args=(ma, mb, outs["c"], np.int32(M), np.int32(N), np.int32(K)))
+    return _launch.launch(build, KERNEL, grid=(min(case.get("ctas", tiles), tiles), 1, 1), block=(THREADS,),
+                          shared_bytes=SHARED_BYTES, args=(ma, mb, outs["c"], np.int32(M), np.int32(N), np.int32(K)))
 
 
 def work(case):

@@ -14,6 +14,7 @@ would read from a byte where the tile does not hold it.
 """
 from hypothesis import strategies as st
 
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 from judge.hw import wgmma
 
@@ -61,7 +62,7 @@ def differs(got: int, want: int) -> list[str]:
 def compare(got, want):
     g = as_descriptor(got)
     if g is None:
-        return (f"got {flow._show(got)}: a descriptor is an integer below 2**64 (a Python int or any NumPy integer "
+        return (f"got {checks.show(got)}: a descriptor is an integer below 2**64 (a Python int or any NumPy integer "
                 f"type holding its 64 bits)")
     return None if g == want else differs(g, want)[0]
 

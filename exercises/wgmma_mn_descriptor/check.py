@@ -27,6 +27,7 @@ import numbers
 import numpy as np
 from hypothesis import strategies as st
 
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 from judge.hw import mma_layout, wgmma
 
@@ -76,7 +77,7 @@ def differs(got: int, want: int) -> list[str]:
 def compare_descriptor(got, want):
     g = as_descriptor(got)
     if g is None:
-        return (f"got {flow._show(got)}: a descriptor is an integer below 2**64 (a Python int or any NumPy integer "
+        return (f"got {checks.show(got)}: a descriptor is an integer below 2**64 (a Python int or any NumPy integer "
                 f"type holding its 64 bits)")
     return None if g == want else differs(g, want)[0]
 
@@ -148,7 +149,7 @@ def _is_int(v) -> bool:
 
 def compare_byte(got, want):
     if not _is_int(got):
-        return f"got {flow._show(got)}: an address is an integer (a Python int or any NumPy integer type)"
+        return f"got {checks.show(got)}: an address is an integer (a Python int or any NumPy integer type)"
     return None if int(got) == want else f"got {int(got):#x}, expected {want:#x}"
 
 

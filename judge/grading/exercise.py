@@ -205,7 +205,6 @@ class Exercise:
     log: Log = field(default_factory=Log, metadata={"load": lambda v, file, where: _load_log(v, file, where)})
     fixture_specs: dict = field(default_factory=dict, metadata={
         "toml": "fixtures", "load": lambda v, file, where: _load_fixtures(v, file, where)})
-    meta: Mapping = _not_toml(default_factory=dict, repr=False)   # the whole exercise.toml, read-only
 
     # -------------------------------------------------------------------------- derived
     @property
@@ -346,26 +345,6 @@ def _load_log(table, file, where) -> Log:
     return Log(forbid=list(table.get("forbid", [])), rules=rules)
 
 
-class _ReadOnlyDict(dict):
-    """A dict that refuses changes: ex.meta is the TOML as read, for code that still reads it raw."""
-
-    def _refuse(self, *a, **k):
-        raise TypeError("exercise.toml as loaded is read-only: use the typed fields (judge.grading.exercise)")
-
-    __setitem__ = __delitem__ = update = pop = popitem = setdefault = clear = __ior__ = _refuse
-
-    def __reduce__(self):                       # pickle and deepcopy rebuild it whole, never item by item
-        return (_ReadOnlyDict, (dict(self),))
-
-
-def _read_only(v):
-    if isinstance(v, dict):
-        return _ReadOnlyDict({k: _read_only(x) for k, x in v.items()})
-    if isinstance(v, list):
-        return tuple(_read_only(x) for x in v)
-    return v
-
-
 def load(folder: Path) -> Exercise:
     """The exercise in `folder`, from its exercise.toml (SchemaError when it breaks the schema)."""
     file = Path(folder) / "exercise.toml"
@@ -374,7 +353,7 @@ def load(folder: Path) -> Exercise:
     except tomllib.TOMLDecodeError as e:
         raise SchemaError(f"{file}: not valid TOML ({e})") from None
     ex = load_table(Exercise, meta, file, "top level")
-    ex.folder, ex.meta = Path(folder), _read_only(meta)
+    ex.folder = Path(folder)
     if ex.difficulty not in ("easy", "medium", "hard"):
         raise SchemaError(f"{file}: difficulty = {ex.difficulty!r}; one of easy, medium, hard")
     _verdict(ex.solution_cpu, file, "solution_cpu")

@@ -355,7 +355,7 @@ def _child_main(argv: list[str]) -> int:
     if len(argv) > 3:                     # started again inside the boundary: it knows only this
         learner_file, name, isolation = argv[3:6]
         alarm = float(argv[6]) if len(argv) > 6 else 0.0
-        hidden = []
+        hidden, best_effort_why = [], ""
     else:                                 # the first message: marshal (built in, quick), from the worker
         import marshal
         init = marshal.loads(_read_exact(cmd_fd, _HEADER.unpack(_read_exact(cmd_fd, _HEADER.size, None))[1], None))
@@ -376,13 +376,14 @@ def _child_main(argv: list[str]) -> int:
         with open(learner_file, "wb") as f:
             f.write(init["source"])
         isolation, hidden, name = f"best effort on this system ({why})", init["hide"], init["module"]
+        best_effort_why = why
         alarm = init["alarm"]
         del init
     import importlib.util
     import pickle
     import signal
     sys.argv = [learner_file]
-    _write_msg(rep_fd, ("isolation", isolation))          # before any learner code runs
+    _write_msg(rep_fd, ("isolation", isolation, best_effort_why))   # before any learner code runs
     _fence(hidden)
     replying = [False]
 
@@ -652,6 +653,7 @@ class LearnerProcess:
         self._import_error: BaseException | None = None
         self._import_exit = None
         self.isolation: str | None = None      # what the learner process says it runs behind
+        self.best_effort_why = ""              # why it runs without the boundary, as it says ("" when behind one)
 
     # ---------------------------------------------------------------- the process
     def _start(self):
@@ -784,10 +786,11 @@ class LearnerProcess:
             what = f"importing your {self.label}"
             init = self._start()
             first = self._request(init, what)
-            if not (isinstance(first, tuple) and len(first) == 2 and first[0] == "isolation"):
+            if not (isinstance(first, tuple) and len(first) == 3 and first[0] == "isolation"):
                 from judge.grading.result import Result, Verdict
                 self._end(Result(Verdict.CRASH, "the process for your code did not start as it should"))
             self.isolation = str(first[1])      # sent before any learner code ran: it cannot be forged
+            self.best_effort_why = str(first[2])    # why no boundary stands ("" when one does)
             answer = self._request(None, what)
             try:
                 self._names = dict(self._handle(answer, what))
@@ -802,7 +805,7 @@ class LearnerProcess:
     @property
     def best_effort(self) -> bool:
         """True when the kernel gave no boundary and only the process and the audit hook stood."""
-        return self.isolation is not None and self.isolation.startswith("best effort")
+        return bool(self.best_effort_why)
 
     def call(self, fn: str, args, kwargs):
         what = _call_text(fn, args, kwargs)

@@ -45,19 +45,20 @@ class Submission:
             _channel.progress(text)
 
     @contextlib.contextmanager
-    def busy(self, limit_s: float = config.GRADER_WORK_LIMIT_S):
+    def busy(self, limit_s: float = config.GRADER_WORK_LIMIT_S, work: str = ""):
         """The grader's own work, which a slow or loaded machine can stretch past the watchdog's seconds:
         NVRTC compiling the learner's file, the CPU model running it (its step budget already turns a
         kernel's endless loop into HANG). Inside, heartbeats (two a second) keep the watchdog off for at most
         limit_s; past that it judges as usual. Never around a launch on the GPU: there the watchdog is
-        what stops a kernel spinning on a barrier."""
+        what stops a kernel spinning on a barrier. `work` names it on the channel ("compile", "model"),
+        so that a watchdog that fires after it says what was running."""
         stop = threading.Event()
 
         def beat():                                   # the channel passes at most two beats a second
             end = time.monotonic() + limit_s
             while time.monotonic() < end:
                 if _channel is not None:
-                    _channel.heartbeat()
+                    _channel.heartbeat(work)
                 if stop.wait(0.25):
                     return
 
@@ -118,7 +119,7 @@ class Submission:
     def build(self, **kw):
         """Compile the learner's file (NVRTC; the watchdog waits for it up to config.GRADER_WORK_LIMIT_S)."""
         from judge.gpu import build
-        with self.busy():
+        with self.busy(work="compile"):
             return build.compile(self.path, **kw)
 
     def figure(self, name: str) -> Path:

@@ -6,6 +6,7 @@
     x_hat = q.dequantize()         # float64
     n = formats.nvfp4_quantize(x)  # E2M1 values, E4M3 scale per 16, FP32 tensor scale
     formats.pack_fp4(q.codes)      # two FP4 codes per byte, element 2i in the low nibble
+    formats.to_bf16_bits(x)        # float32 -> bf16 bit patterns (uint16), what raw-bf16 kernels read
 
 Try it: python -m judge.hw.formats   (prints the rounding rules and the error of each format on N(0,1)).
 
@@ -330,6 +331,19 @@ def relative_error(x, x_hat) -> float:
     """||x_hat - x|| / ||x|| (Frobenius), the figure the chapter plots."""
     x = np.asarray(x, dtype=np.float64)
     return float(np.linalg.norm(np.asarray(x_hat, dtype=np.float64) - x) / np.linalg.norm(x))
+
+
+def to_bf16_bits(x, xp=np):
+    """float32 values -> bf16 bit patterns (uint16), rounded to nearest, ties to even: what a kernel that
+    takes raw bf16 (`unsigned short`) reads. xp: numpy (the CPU model) or cupy (a GPU), the array's own."""
+    u = x.astype(xp.float32).view(xp.uint32)
+    u = u + xp.uint32(0x7FFF) + ((u >> xp.uint32(16)) & xp.uint32(1))
+    return (u >> xp.uint32(16)).astype(xp.uint16)
+
+
+def from_bf16_bits(b) -> np.ndarray:
+    """bf16 bit patterns (uint16, NumPy) -> float64, exactly (a bf16 is the top half of a float32)."""
+    return (np.asarray(b).astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
 
 
 def bf16_roundtrip(x) -> np.ndarray:

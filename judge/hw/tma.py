@@ -9,6 +9,7 @@
 
     tma.swizzle_offset(byte_offset, "128B")      # where a byte of the box lands in shared memory
     tma.bank_conflicts([4 * 32 * r for r in range(32)])   # 32: a column of a 32x32 fp32 tile
+    tma.aligned(a_host)                          # a NumPy copy on a 1024-byte boundary, as cudaMalloc's
 
 !!! ORDER: INNERMOST FIRST, EVERYWHERE !!!
     dims, strides, box, elem_strides and the coordinates a kernel passes to
@@ -392,6 +393,24 @@ def tensor_map(array, box, *, swizzle: str = "none", elem_strides=None, oob_fill
 
 
 # ----------------------------------------------------------------------------- models
+def empty_aligned(shape, dtype, align: int = 1024) -> np.ndarray:
+    """An uninitialized NumPy array whose first byte sits on an `align`-byte boundary, as cudaMalloc's
+    do (256 bytes at least). RULE (tensor map): the global address of a swizzled map is 128-byte aligned,
+    and a 128B-swizzled box lands in shared memory as the 1024-byte atom it was in global memory;
+    NumPy guarantees only 16 bytes, so arrays the CPU model reads as global memory are aligned here."""
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.empty(n + align, dtype=np.uint8)
+    start = (-raw.ctypes.data) % align
+    return raw[start:start + n].view(dtype).reshape(shape)
+
+
+def aligned(values: np.ndarray, align: int = 1024) -> np.ndarray:
+    """A copy of `values` whose first byte sits on an `align`-byte boundary (see empty_aligned)."""
+    out = empty_aligned(values.shape, values.dtype, align)
+    out[...] = values
+    return out
+
+
 def swizzle_offset(byte_offset, swizzle: str):
     """Where byte `byte_offset` of a box (as laid out unswizzled) lands in shared memory.
 

@@ -14,7 +14,6 @@ from judge.gpu import build
 from judge.grading import cpu_flow as flow
 from judge.grading import exercise, grade
 from judge.grading.result import Verdict
-from judge.grading import exercise
 
 regalloc = exercise.get("setmaxnreg_split").reference_module()
 

@@ -13,7 +13,6 @@ import pytest
 
 from judge import config
 from judge.gpu import build as _build
-from judge.gpu import launch as _launch
 from judge.model import Hang, Unsupported
 
 HERE = config.ROOT / "chapters" / "ch04_wgmma"
@@ -92,11 +91,10 @@ def test_a_piece_that_starts_one_slice_late_is_wrong_on_the_model():
     assert not c.ok
 
 
-def test_a_partner_that_never_raises_its_flag_leaves_the_owner_waiting(monkeypatch):
+def test_a_partner_that_never_raises_its_flag_leaves_the_owner_waiting():
     # On an H200 the owner would spin forever; the model stops it and gives no PASS. (A smaller step
     # budget than the model's default: a correct run of this case takes about 2,700 instruction groups per cluster.)
-    monkeypatch.setitem(_launch.model_options, "budget", 6000)
-    b = _patched("if (t128 == 0) flag_release(", "if (false) flag_release(")
+    b = _patched("if (t128 == 0) flag_release(", "if (false) flag_release(").for_model(budget=6000)
     with pytest.raises((Hang, Unsupported)):
         ladder.model_check(SK, *SPLITS["one whole round, then one tile over two clusters"][:3], clusters=2,
                            build=b)

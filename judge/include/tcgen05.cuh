@@ -1,5 +1,6 @@
-// tcgen05.cuh - the chapter's Blackwell (sm_100a) helpers: tensor memory and tcgen05 MMA, inline PTX only.
-// Use: #include "tcgen05.cuh" beside a kernel; judge.gpu.build.compile(path, target="sm_100a") inlines it.
+// tcgen05.cuh - the course's Blackwell (sm_100a) helpers: tensor memory and tcgen05 MMA, inline PTX only.
+// Use: #include "tcgen05.cuh" in any kernel (chapter 5's, the tcgen05 exercises'); judge.gpu.build finds it
+// in judge/include and inlines it: judge.gpu.build.compile(path, target="sm_100a").
 // Nothing here runs on Hopper: every instruction below exists only on sm_100a / sm_103a.
 //
 // Tensor memory (TMEM): 128 lanes x 512 columns of 32-bit cells per SM, next to the tensor cores.
@@ -73,14 +74,13 @@ __device__ __forceinline__ void commit(unsigned long long* bar) {
 
 // ------------------------------------------------------------------------------ TMEM <-> registers
 // RULE: warp w of the CTA reaches lanes 32*(w % 4) .. 32*(w % 4) + 31 only. The 32x32b shape:
-// thread t of the warp gets lane (base lane + t), 8 consecutive columns.
+// thread t of the warp gets lane (base lane + t), 8 consecutive columns. The fp32 registers are the
+// instruction's own destinations (a .b32 operand takes any 32-bit register): no instruction reads them
+// between the load and the wait::ld that makes them valid.
 __device__ __forceinline__ void ld_32x32b_x8(unsigned taddr, float (&v)[8]) {
-  unsigned r[8];
   asm volatile("tcgen05.ld.sync.aligned.32x32b.x8.b32 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), "=r"(r[6]), "=r"(r[7])
+               : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3]), "=f"(v[4]), "=f"(v[5]), "=f"(v[6]), "=f"(v[7])
                : "r"(taddr));
-  #pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = __uint_as_float(r[i]);
 }
 __device__ __forceinline__ void st_32x32b_x1(unsigned taddr, float v) {
   asm volatile("tcgen05.st.sync.aligned.32x32b.x1.b32 [%0], {%1};" :: "r"(taddr), "r"(__float_as_uint(v)) : "memory");
@@ -106,6 +106,18 @@ __device__ __forceinline__ unsigned long long smem_desc(const void* start, unsig
 // and 10-12 = 1), both K-major (bits 15, 16 = 0), N >> 3 in bits 17-22, M >> 4 in bits 24-28.
 __host__ __device__ constexpr unsigned idesc_bf16_f32(unsigned M, unsigned N) {
   return (1u << 4) | (1u << 7) | (1u << 10) | ((N >> 3) << 17) | ((M >> 4) << 24);
+}
+
+// The descriptor of a K-major bf16 tile written by a TMA box of 64 x rows with the 128B swizzle
+// (PTX ISA 9.7.16.4.1, shared memory descriptor): start >> 4 in bits 0-13, leading byte offset
+// unused for a swizzled K-major operand (16 bytes, field 1), stride byte offset 1024 (8 rows of
+// 128 bytes) in bits 32-45, the fixed 0b001 in bits 46-48, base offset 0 (the slot is 1024-byte
+// aligned), swizzle mode 2 = 128B in bits 61-63. RULE: the TMA swizzle and the descriptor's must be
+// the same, or the MMA reads the wrong elements. A K step of 16 bf16 adds 32 bytes to the start
+// (2 in the >> 4 field); the hardware applies the swizzle to the address bits, so this stays right.
+__device__ __forceinline__ unsigned long long desc_sw128(const void* tile) {
+  return (unsigned long long)((smem(tile) >> 4) & 0x3FFF) | (1ull << 16) | ((1024ull >> 4) << 32) |
+         (1ull << 46) | (2ull << 61);
 }
 
 }  // namespace tc
