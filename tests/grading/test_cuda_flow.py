@@ -62,9 +62,11 @@ def test_the_verdict_without_a_gpu_is_read_from_the_model_outcome_not_from_messa
 
 
 def test_the_model_cases_are_drawn_once_into_the_grading():
+    from judge.grading import domain
     g = _grading("dsmem_histogram")
-    cuda_flow.model_cases(g)
-    assert len(g.model_cases) == len(g.ex.cases.model) and all(isinstance(c["n"], int) for c in g.model_cases)
+    cuda_flow.model_cases(g)                     # drawn from its [domain]: every class held by some case
+    assert g.model_cases and all(isinstance(c["n"], int) for c in g.model_cases)
+    assert not domain.uncovered(g.ex.domain, g.model_cases, g.ex.model.max_blocks)
 
 
 NSMID = r'''
