@@ -7,6 +7,7 @@ machine of the course has: its check compiles, reads the SASS and runs the kerne
 model (judge.model.ops.tcgen05), so its verdicts are the same on every machine, and a PASS says it was
 not run on a GPU.
 """
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -65,7 +66,8 @@ def test_the_files_read_below_get_their_verdicts_and_starters_never_pass(graded,
 
 def test_a_tcgen05_pass_names_what_ran_and_says_it_was_not_run_on_a_gpu(graded):
     _, r = graded[("tcgen05_gemm", "solution.cu")]
-    assert "not run on a GPU" in r.message and "CPU model" in r.message and "m=128 n=256 k=192" in r.message
+    assert "not run on a GPU" in r.message and "CPU model" in r.message
+    assert re.search(r"m=\d+ n=\d+ k=\d+", r.message), r.message      # the case drawn from its [domain], named
     assert any("compiled for sm_100a" in c for c in r.checked)
     assert any("correct under the CPU model" in c for c in r.checked)
 
