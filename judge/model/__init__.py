@@ -52,16 +52,20 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    thread's wait without such an order is a Violation ("cp.async-visibility").
 3. Buffer reuse (write-after-read race). A cp.async / TMA load into shared memory that another
    thread read with no barrier (or mbarrier arrive -> wait) ordering that read before the copy
-   is a Violation ("async-overwrite-race"). With several readers of one word the copying thread
-   must be ordered after every thread of the block (a warp that hands its buffer back through one
-   elected lane must __syncwarp() first: the PTX model asks for it, the hardware rarely shows it).
+   is a Violation ("async-overwrite-race"). The copying thread must be ordered after each warp's last
+   read of the word: for another warp, after one lane of it (MODEL, lenient: a warp that hands its
+   buffer back through one elected lane's arrival without __syncwarp() passes, though the PTX memory
+   model orders only that lane); for its own warp, after the lanes that read it (a __syncwarp() between
+   their reads and the copy), unless the copying thread alone read the word.
 4. mbarrier (init, arrive, arrive.expect_tx, expect_tx, complete_tx, arrive_drop, try_wait /
    test_wait with parity or state, inval), with the phase rules of judge.hw.mbarrier. PTX: a phase completes when its pending arrival count
    and its tx-count are both zero; then the parity flips and the counts reset. MODEL: exact counts,
    phases and tx-counts; a TMA load's bytes land only when its phase completes, in a scrambled
    order; before that they read as poison ("tma-read-before-complete"), and a thread that did not
    observe the phase (nor synchronize with one that did) may not read them ("tma-visibility").
-   More arrivals than the count while bytes are missing is "mbarrier-arrivals". A failed
+   More arrivals than the count while bytes are missing is "mbarrier-arrivals". mbarrier.init on a
+   live mbarrier (several threads initializing one, or initializing it again without mbarrier.inval) is
+   undefined (PTX ISA, mbarrier.init): "mbarrier-reinit". A failed
    try_wait/test_wait sleeps the thread until the phase changes (test_wait is non-blocking on the
    hardware; a spin loop around it behaves the same).
 5. cp.async.mbarrier.arrive(.noinc): the arrive-on fires after all prior cp.async of the thread
@@ -81,6 +85,10 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    device-written map without them is "tensormap-proxy-fence"; bytes that are not one whole map are
    "tensormap-object"; a TMA map operand in shared memory is "tensormap-space". Kernel parameters need
    no fence. run(memory=...) adds arrays the kernel reaches through addresses it reads from memory.
+6c. Tensor maps the host wrote into global memory (cudaMemcpy of a CUtensorMap, the kernel taking a
+   `const CUtensorMap*`): pass model.HostMaps(spec, ...) for that pointer. The launch orders the host's
+   write, so no release is needed, but the Programming Guide asks the issuing thread to acquire the map
+   (fence.proxy.tensormap::generic.acquire [map], 128) before its TMA: without it, "tensormap-proxy-fence".
 7. fence.proxy.async. PTX: generic-proxy writes to shared memory are not visible to the async
    proxy until a proxy fence. MODEL: a TMA/bulk store that reads a word written by st.shared
    is a Violation ("proxy-fence") unless the writing thread executed fence.proxy.async after the
@@ -88,7 +96,10 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    ("proxy-fence-barrier").
 8. Bulk async-groups (cp.async.bulk.commit_group, wait_group, wait_group.read). MODEL: a store reads
    its shared bytes at the latest legal point (the covering wait); a write into them before that is
-   "async-read-overwritten"; a thread that exits while its store may still read shared memory is
+   "async-read-overwritten". Bulk async-groups are per thread: a wait covers only the groups its own
+   thread committed, so another thread's write into those bytes must happen after the storing thread's
+   wait (a barrier after it); a thread that runs wait_group without having committed the store waits for
+   nothing, and its write is "async-read-overwritten" too; a thread that exits while its store may still read shared memory is
    "exit-before-bulk-read" (the block's shared memory is released at exit).
 9. wgmma (m64nNk16 .bf16/.f16 and m64nNk32 .e4m3/.e5m2 operands from shared-memory descriptors,
    .f32 accumulators, K-major or, for .bf16/.f16, MN-major; m64nNk16 .bf16/.f16 with A's fragment in
@@ -99,7 +110,8 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    the group ("wgmma-accumulator"); all 128 threads of the warpgroup execute each wgmma.* together
    ("wgmma-aligned"). MODEL: the operand bytes count as being read until the covering wait, and the
    wait is one warpgroup-wide event.
-10. Clusters: all blocks of a cluster run together (__cluster_dims__ / .reqnctapercluster decides the
+10. Clusters (an address mapa gives for the block's own rank is its own shared memory: a local access, never
+   a peer's): all blocks of a cluster run together (__cluster_dims__ / .reqnctapercluster decides the
    shape); barrier.cluster.arrive/wait, mapa, ld/st.shared::cluster (DSMEM), multicast TMA with
    ctaMask (each destination block's mbarrier receives its bytes). PTX ISA, barrier.cluster: only
    the default (.release) arrive orders the arriving thread's memory accesses before the waiters'
@@ -134,7 +146,8 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    runs past the budget with more than one cluster may be waiting for another block: Unsupported.
 12. Anything else the model does not know (im2col TMA, wgmma with other types, the SIMD video
    instructions other than vabsdiff4, calls other than __assertfail, textures, ...) raises Unsupported
-   naming the PTX instruction: never a verdict. So does a form whose type or modifier a family's tables
+   naming the PTX instruction: never a verdict. So does a special register the model does not keep
+   (%envreg<32>, which grid.sync() reads, %pm0, ...; PTX ISA 10): it is never read as zero. So does a form whose type or modifier a family's tables
    lack (scheduler.handler_for), rather than ending the run as an internal error. bar.red (what
    __syncthreads_count / _and / _or compile to) gives every waiter the reduction once the last thread
    the barrier counts has arrived.
@@ -154,10 +167,15 @@ The rules, each with the PTX ISA rule it enforces (and where the model is harshe
    cvt.f32.bf16 keeps a NaN's payload. Approximate instructions (.approx: __expf, __fdividef, rsqrtf, ...)
    are computed exactly, not as the MUFU unit approximates them.
 
-Scheduling: the runnable threads at the lowest PC go first. That exposes most orderings a race
-needs, but not all of them: the rules above are checked against the happens-before order (vector
-clocks), not against the schedule, so a missing barrier or a missing wait is reported whichever
-thread happens to run first.
+Scheduling: the runnable threads at the lowest PC go first (schedule="lockstep"). That exposes most
+orderings a race needs, but not all of them: the rules above are checked against the happens-before
+order (vector clocks), not against the schedule, so a missing barrier or a missing wait is reported
+whichever thread happens to run first. What depends on the order itself (which phase an arrival
+counts for, whether a wait passes before a copy is issued) needs other schedules: schedule="ahead"
+(scheduler.Ahead) lets warps run ahead of each other, in turns drawn from the seed, each alone until
+it blocks or its quantum ends; report.schedule names the schedule and its seed, and the same seed
+replays it. An mbarrier initialized for fewer arrivals than its producers make, or a consumer that
+passes its first wait before the copy is issued, shows only there.
 
 Not modelled (no verdict either way): races between ordinary st.shared/ld.shared of different
 threads, global-memory races between blocks, atomics' memory orders (atomics run lane by lane),
@@ -185,8 +203,9 @@ from judge.model import replay  # noqa: F401 - model.replay.draw(report): the ru
 from judge.model import scheduler
 from judge.model.errors import Hang, Unsupported, Violation
 from judge.model.state import Machine
+from judge.model.tensormaps import HostMaps
 
-__all__ = ["run", "Report", "Violation", "Hang", "Unsupported", "parse", "available"]
+__all__ = ["run", "Report", "Violation", "Hang", "Unsupported", "parse", "available", "HostMaps"]
 
 _PARSED: dict = {}
 
@@ -223,6 +242,7 @@ class Report:
     blocks_total: int = 0                        # blocks in the launch's grid (more than ran: a sample)
     cancelled: list = field(default_factory=list)  # first ctaid of each cluster a try_cancel cancelled
     printed: list = field(default_factory=list)    # what the kernel's printf calls printed, a line per call
+    schedule: str = "lockstep"                     # the schedule that ran (run(schedule=...), with its seed)
 
     def __str__(self):
         top = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
@@ -236,7 +256,7 @@ def _dim3(v):
 
 def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_bytes: int = 0,
         cluster=(1, 1, 1), budget: int = 100_000, strict: bool = True, seed: int | None = None,
-        sms: int = 132, max_blocks: int | None = None, memory=()) -> Report:
+        sms: int = 132, max_blocks: int | None = None, memory=(), schedule: str = "lockstep") -> Report:
     """Run `kernel` of `build` (a judge.gpu.build.Build, or PTX text) on the CPU model.
 
     budget: instruction groups per cluster before the run counts as a hang. strict: raise the
@@ -247,7 +267,12 @@ def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_
     which ran; the others write nothing). The grid, %nctaid, %nclusterid and every block's %ctaid
     are the real launch's either way. memory: more NumPy arrays that are global memory the kernel reaches
     through addresses it reads from memory, not from its arguments (a table of tensor base addresses).
+    schedule: "lockstep" (the runnable threads at the lowest PC go together) or "ahead" (warps take turns
+    in an order drawn from the seed, each running alone until it blocks or its quantum ends:
+    scheduler.Ahead); report.schedule, and a Violation's or Hang's .schedule, say which ran.
     """
+    if schedule not in ("lockstep", "ahead"):
+        raise ValueError(f"schedule {schedule!r}: 'lockstep' or 'ahead'")
     t0 = time.perf_counter()
     mod = parse(build)
     if kernel not in mod.kernels:
@@ -280,7 +305,11 @@ def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_
         m = Machine(mod, k, grid=grid, block=block, cluster=cluster, args=tuple(args),
                     shared_bytes=int(shared_bytes), budget=budget, strict=strict, seed=seed,
                     source_name=name, sms=sms, entry_registers=regs, memory=tuple(memory))
+        if isinstance(getattr(build, "source", None), str):
+            m.source_lines = _ptx.source_lines(build.source, name)
         m.launch_pending = list(origins)     # a try_cancel (ops.clc) may take clusters out before they start
+        if schedule == "ahead":
+            m.ahead = scheduler.Ahead(m, seed)
         try:
             while m.launch_pending:
                 o = m.launch_pending.pop(0)
@@ -288,7 +317,11 @@ def run(build, kernel: str, *, grid=(1, 1, 1), block=(1, 1, 1), args=(), shared_
                 rep.steps += m.steps
                 rep.ctaids += [(o[0] + x, o[1] + y, o[2] + z) for z in range(cluster[2])
                                for y in range(cluster[1]) for x in range(cluster[0])]
+        except (Violation, Hang) as e:
+            e.schedule = m.schedule_note
+            raise
         finally:
+            rep.schedule = m.schedule_note
             rep.cancelled = list(m.launch_cancelled)
             rep.counts = m.counts
             rep.timeline = m.timeline

@@ -86,6 +86,9 @@ RULES: dict[str, Rule] = {
     "mbarrier-arrivals": Rule("mbarrier: Phase Completion of the mbarrier object",
                               "a phase expects exactly the count of mbarrier.init arrivals; more arrivals "
                               "than that are undefined"),
+    "mbarrier-reinit": Rule("mbarrier.init",
+                            "mbarrier.init on a location that holds a valid mbarrier object is undefined; "
+                            "mbarrier.inval it first"),
     "mbarrier-uninitialized": Rule("mbarrier.init",
                                    "an mbarrier object must be initialized with mbarrier.init before any "
                                    "other mbarrier operation on it (and not after mbarrier.inval)"),
@@ -347,7 +350,7 @@ def check_read(m, cta, words, thr, ins, proxy="generic"):
                       f"{m.tdesc(T[i, j])} read shared [0x{4 * w:x}] before the mbarrier phase "
                       f"that completes the asynchronous write into it (a TMA load, a bulk copy, a "
                       f"try_cancel response)"
-                      + (f" (mbarrier at shared 0x{mb.off:x}, now in phase {mb.phase})" if mb else "")
+                      + (f" ({m.mbar_name(mb.off, mb)}, now in phase {mb.phase})" if mb else "")
                       + ": wait on the mbarrier (try_wait.parity) before reading the tile")
             continue
         wt = m.w_thread[C[hit], words[hit]]
@@ -369,8 +372,8 @@ def check_read(m, cta, words, thr, ins, proxy="generic"):
             fail(m, "tma-visibility", ins,
                       f"{m.tdesc(r)} read shared [0x{4 * w:x}], written by an asynchronous copy (TMA load, bulk copy, "
                       f"try_cancel response) that completed "
-                      f"phase {int(m.w_group[c, w])} of the mbarrier at shared "
-                      f"0x{mb.off if mb else 0:x}, without having waited on that phase (nor "
+                      f"phase {int(m.w_group[c, w])} of "
+                      f"{m.mbar_name(mb.off, mb) if mb else 'its mbarrier'}, without having waited on that phase (nor "
                       f"synchronized with a thread that did)")
     return bad
 
@@ -400,27 +403,46 @@ def _report_pending_read(m, ins, t, c, w):
                   f"and a wait on that mbarrier)")
 
 
+WARP_READ = -3          # r_solo: an asynchronous read the whole warp observes complete (wgmma, tcgen05)
+MANY_LANES = -1        # r_solo: several lanes of the warp read the word
+
+
 def note_read(m, cta, words, thr, pc):
-    """Remember that the warps of threads thr read these words now (for check_overwrite)."""
-    C = np.broadcast_to(cta[:, None], words.shape)
-    Wp = np.broadcast_to((thr // 32)[:, None], words.shape)
-    m.r_wt[C, words, Wp] = m.gtime
-    m.r_pc[C, words] = pc
+    """Remember that the warps of threads thr read these words now, and which lane when only one did
+    (for check_overwrite)."""
+    nw = m.r_wt.shape[2]
+    rows = cta.astype(np.int64) * m.r_wt.shape[1]
+    m.r_pc.reshape(-1)[(rows[:, None] + words).ravel()] = pc
+    flat = ((rows[:, None] + words) * nw + (thr // 32)[:, None]).ravel()   # one index into r_wt and r_solo
+    m.r_wt.reshape(-1)[flat] = m.gtime
+    solo = m.r_solo.reshape(-1)
+    T = np.repeat(thr.astype(np.int32), words.shape[1])
+    solo[flat] = T
+    if len(thr) > 1:                        # lanes of one warp that read one word: no single reader
+        many = solo[flat] != T
+        if many.any():
+            solo[flat[many]] = MANY_LANES
 
 
 def check_overwrite(m, cta, words, thr, ins, what):
     """An asynchronous write into words: no other thread may still be reading them. The writer
-    must be ordered after each warp's last read (knowing one lane of that warp up to the read:
-    lenient where a warp hands a buffer back through one lane without __syncwarp)."""
+    must be ordered after each warp's last read. Another warp: knowing one lane of that warp up to the
+    read suffices (lenient where a warp hands a buffer back through one elected lane without __syncwarp,
+    which the PTX memory model does not order). The writer's own warp: the writer must know the lanes that
+    read (a __syncwarp() after the read), unless it read the word alone (PTX ISA, Memory Consistency Model:
+    lanes of a warp are threads, ordered only by synchronization)."""
     rt = m.r_wt[cta[:, None], words]                      # (lanes, words, warps)
     if rt.any():
         for i in range(len(thr)):
             t = int(thr[i])
             row = m.VC[t, :m.n].copy()
-            row[t] = m.gtime
             pad = (-len(row)) % 32
             know = np.concatenate([row, np.full(pad, -1)]).reshape(-1, 32).max(axis=1)
+            mine = t // 32
             bad = rt[i] > know[None, :]
+            if bad[:, mine].any():               # its own warp's read: excused where it alone read the word
+                solo = m.r_solo[int(cta[i]), words[i], mine]
+                bad[:, mine] &= (solo != t) & (solo != WARP_READ)
             if bad.any():
                 j, w = np.argwhere(bad)[0]
                 c, word = int(cta[i]), int(words[i, j])
@@ -441,12 +463,60 @@ def check_overwrite(m, cta, words, thr, ins, what):
                   f"earlier asynchronous copy into it is still in flight")
     if (m.bulk_reading[cta[:, None], words] > 0).any():
         i, j = np.argwhere(m.bulk_reading[cta[:, None], words] > 0)[0]
+        if _blame_early_release(m, int(thr[i]), int(words[i, j]), ins, what):
+            return
         fail(m, "async-read-overwritten", ins,
                   f"{m.tdesc(thr[i])}'s {what} at {m.where(ins)} overwrites shared "
                   f"[0x{4 * int(words[i, j]):x}] while an asynchronous read of it may still run (a TMA/bulk "
                   f"store before its cp.async.bulk.wait_group.read, or a wgmma before the "
                   f"wgmma.wait_group that covers it, or a tcgen05.mma before its tcgen05.commit's mbarrier "
                   f"phase was waited for)")
+    if m.bulk_waited_any:
+        check_bulk_waited(m, cta, words, thr, ins, what)
+
+
+def check_bulk_waited(m, cta, words, thr, ins, what):
+    """A write into shared words a bulk/TMA store read: the read ended at the covering
+    cp.async.bulk.wait_group(.read) of the thread that committed the store (bulk async-groups are per thread,
+    PTX ISA cp.async.bulk.wait_group): another thread's write must happen after that wait (a barrier), or it
+    may overwrite bytes the store is still reading. A thread that runs wait_group without having committed
+    the store waits for nothing."""
+    wt = m.bulk_waited_t[cta[:, None], words]
+    T = np.broadcast_to(thr[:, None], words.shape)
+    hit = (wt >= 0) & (wt != T)
+    if not hit.any():
+        return
+    C = np.broadcast_to(cta[:, None], words.shape)
+    ok = know(m, T[hit], wt[hit], m.bulk_waited_time[C[hit], words[hit]])
+    if ok.all():
+        return
+    k = int(np.argmin(ok))
+    t, w, wd = int(T[hit][k]), int(wt[hit][k]), int(words[hit][k])
+    fail(m, "async-read-overwritten", ins,
+         f"{m.tdesc(t)}'s {what} at {m.where(ins)} overwrites shared [0x{4 * wd:x}], which a bulk/TMA store of "
+         f"{m.tdesc(w)} reads until that thread's cp.async.bulk.wait_group(.read) covers it; nothing orders that "
+         f"wait before this write. Bulk async-groups belong to the thread that committed them: a wait_group in "
+         f"another thread waits for nothing. Let the storing thread wait, then a barrier (__syncthreads(), a "
+         f"named barrier, an mbarrier) before other threads rewrite the buffer")
+
+
+def _blame_early_release(m, t, word, ins, what) -> bool:
+    """The writer waited on an mbarrier whose phase a thread's plain mbarrier.arrive completed: that arrival
+    released the buffer while an asynchronous read of it still ran, so the message blames the arrival's
+    line (the learner's mistake), not the writer's (often code the exercise gave). False when it does not apply."""
+    mb, by, wait_ins = m.last_mbar_wait.get(t, (None, None, None))
+    if mb is None or by is None or not by[0].op.startswith("mbarrier.arrive"):
+        return False
+    arrive_ins, who = by
+    fail(m, "async-read-overwritten", arrive_ins,
+         f"{m.where(arrive_ins)}: {m.tdesc(who)}'s mbarrier.arrive here completed the phase of "
+         f"{m.mbar_name(mb.off, mb)} that {m.tdesc(t)} waited for at {m.where(wait_ins)}, and its {what} at "
+         f"{m.where(ins)} then overwrites shared [0x{4 * word:x}] while an asynchronous read of it may still run "
+         f"(a tcgen05.mma before its tcgen05.commit's mbarrier phase, a wgmma before the wgmma.wait_group that "
+         f"covers it, a TMA/bulk store before its cp.async.bulk.wait_group.read). An arrival releases the buffer "
+         f"when it is made, not when the reads complete: release it with what arrives once they have "
+         f"completed (tcgen05.commit for an MMA), or arrive after the wait that covers them")
+    return True
 
 
 def check_cross(m, cta, words, thr, ins, atomic):

@@ -80,8 +80,8 @@ def mbarrier_at(m, ins, key, t):
     mb = m.mbars.get(key)
     if mb is None:
         m.fail("mbarrier-uninitialized", ins,
-               f"{m.tdesc(t)} used an mbarrier at shared 0x{key[1]:x} (block rank {key[0]}) that no thread "
-               f"initialized with mbarrier.init (or that was invalidated)")
+               f"{m.tdesc(t)} used {m.mbar_name(key[1])} (block rank {key[0]}) as an mbarrier, but no thread "
+               f"initialized it with mbarrier.init (or it was invalidated)")
         raise checks.abort(m, "mbarrier-uninitialized", ins, "uninitialized mbarrier")
     return mb
 
@@ -91,12 +91,14 @@ def arrive(m, mb, t, ins, count=1, snapshot=None, when=None):
     row = m.VC[t].copy() if snapshot is None else snapshot
     row[t] = m.gtime if when is None else when
     np.maximum(mb.acc, row, out=mb.acc)
+    mb.arriving = (ins, int(t))                  # the arrival that may complete the phase (a race names it)
     completed = mb.arrive(count)
     if mb.over_arrived:
         m.fail("mbarrier-arrivals", ins,
-               f"{m.tdesc(t)} arrived on the mbarrier at shared 0x{mb.off:x} in phase {mb.phase} after "
-               f"all {mb.count} expected arrivals were already in, while its tx-count still waits for "
-               f"{mb.tx} bytes: more arrivals than mbarrier.init's count")
+               f"{m.tdesc(t)} arrived on {m.mbar_name(mb.off, mb)} in phase {mb.phase} after "
+               f"all {mb.count} expected arrivals were already in"
+               + (f", while its tx-count still waits for {mb.tx} bytes" if mb.tx else "")
+               + ": more arrivals than mbarrier.init's count")
     if completed:
         phase_completed(m, mb, ins)
 
@@ -105,6 +107,7 @@ def phase_completed(m, mb, ins):
     """mb's phase just completed (judge.hw.mbarrier said so): the TMA bytes of the phase land in a
     scrambled order, its arrivals' clocks become what a successful wait acquires, sleepers wake."""
     done_phase = mb.phase - 1
+    mb.completed_by, mb.arriving = getattr(mb, "arriving", None), None
     acc = mb.acc
     acc[mb.col] = m.gtime
     np.maximum(mb.done, acc, out=mb.done)
@@ -235,8 +238,11 @@ def bulk_complete(m, b, ins):
         m.gstore(a, data.reshape(1, -1), one, ins)
         m.cur_taint = saved
     m.bulk_reading[c, b["words"]] -= 1
+    m.bulk_waited_t[c, b["words"]] = b["thread"]   # only what that thread's wait happens-before may rewrite them
+    m.bulk_waited_time[c, b["words"]] = m.gtime
+    m.bulk_waited_any = True
     b["read"] = b["done"] = True
-    m.bulk.remove(b)
+    m.bulk[:] = [x for x in m.bulk if x is not b]   # by identity: == on these dicts compares arrays
     m.event("bulk.read", thread=b["thread"])
 
 
@@ -279,6 +285,7 @@ def _deliver_commit(m, tc, cmt):
         for words in r.words:                    # the operands count as read until now
             m.bulk_reading[r.cta, words] -= 1
             m.r_wt[r.cta, words, min(w, m.r_wt.shape[2] - 1)] = cmt.time
+            m.r_solo[r.cta, words, min(w, m.r_wt.shape[2] - 1)] = checks.WARP_READ
             m.r_pc[r.cta, words] = r.pc
         r.done = True
     m.event("tcgen05.complete", thread=cmt.thread, block=int(m.cta[cmt.thread]), mbarrier=f"0x{cmt.mb.off:x}",

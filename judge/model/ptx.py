@@ -9,7 +9,10 @@ Each Instr keeps its PTX line and its source location chain from the `.loc` dire
 followed out to the kernel's own line, with the name of the function each line is in (read from the
 .debug_str section), so a message can name the header line and the learner's line that called it
 (judge.model.state.Machine.where; the file names are Module.files, from the `.file` directives).
-Inline-asm scopes (`{ .reg .pred p; ... }`) get their registers renamed per scope.
+Inline-asm scopes (`{ .reg .pred p; ... }`) get their registers and their labels renamed per scope
+(PTX ISA 5.5.1 / 11.1: a label, like a register, is visible only in the block that declares it and in
+the blocks nested in it, so an inline-asm wait loop with fixed labels, inlined twice, is two loops;
+a branch resolves to the innermost enclosing block's label of that name, forward or backward).
 """
 from __future__ import annotations
 
@@ -129,21 +132,43 @@ def _imm(tok: str) -> Operand | None:
 class _Scopes:
     def __init__(self):
         self.stack = [{}]
+        self.labels = [{}]        # per block: label -> its name in Kernel.labels
+        self.pending = [[]]       # per block: branch operands whose label is not resolved yet
         self.n = 0
 
     def push(self):
         self.stack.append({})
+        self.labels.append({})
+        self.pending.append([])
 
     def pop(self):
         if len(self.stack) > 1:
             self.stack.pop()
+            labels, pending = self.labels.pop(), self.pending.pop()
+            for o in pending:     # a target this block declares is this block's; else look further out
+                if o.name in labels:
+                    o.name = labels[o.name]
+                else:
+                    self.pending[-1].append(o)
+
+    def label(self, name):
+        """Declare a label in the current block; its name in Kernel.labels (renamed inside a nested block)."""
+        return self._rename(self.labels, name)
+
+    def refer(self, o):
+        """A branch to label operand o, resolved when its block closes (labels may be used before they appear)."""
+        self.pending[-1].append(o)
 
     def declare(self, name):
+        """Declare a register in the current block; its name in Kernel.regs (renamed inside a nested block)."""
+        return self._rename(self.stack, name)
+
+    def _rename(self, tables, name):
         if len(self.stack) == 1:
             return name
         self.n += 1
         new = f"{name}@{self.n}"
-        self.stack[-1][name] = new
+        tables[-1][name] = new
         return new
 
     def resolve(self, name):
@@ -343,7 +368,7 @@ def parse(text: str) -> Module:
                 rest = line[pos:].strip()
                 lab = re.fullmatch(r"([\w$]+):\s*(.*)", rest)
                 if lab:
-                    k.labels[lab.group(1)] = len(k.code)
+                    k.labels[scopes.label(lab.group(1))] = len(k.code)
                     rest = lab.group(2)
                 buf += " " + rest if rest else ""
                 j += 1
@@ -366,7 +391,7 @@ def _stmt(k: Kernel, stmt: str, scopes: _Scopes, line: int, loc: tuple, funcs: t
     s = stmt.strip()
     lab = re.match(r"([\w$]+):\s*(.*)$", s, re.S)
     if lab and not s.startswith("."):
-        k.labels[lab.group(1)] = len(k.code)
+        k.labels[scopes.label(lab.group(1))] = len(k.code)
         s = lab.group(2).strip()
         if not s:
             return
@@ -398,6 +423,9 @@ def _stmt(k: Kernel, stmt: str, scopes: _Scopes, line: int, loc: tuple, funcs: t
     # a branch target is a label, not a symbol
     if op.startswith(("bra", "call")):
         args = [Operand("label", name=a.name) if a.kind == "sym" else a for a in args]
+        for a in args:
+            if a.kind == "label":
+                scopes.refer(a)
     k.code.append(Instr(op, _split_op(op), args, guard, line, loc, " ".join(stmt.split()), funcs))
 
 
@@ -429,18 +457,47 @@ def file_label(path: str, learner: str) -> str:
     return _label(path, learner)[0]
 
 
+def learner_lines(mod: Module, ins: Instr, learner: str) -> list[int]:
+    """The lines of the learner's file in this instruction's source chain, innermost first (its own
+    line, then the lines of the learner's functions that were inlined into each other)."""
+    return [int(ln) for f, ln in ins.loc or () if _label(mod.files.get(f, f"file {f}"), learner)[0] == learner]
+
+
+def learner_line(mod: Module, ins: Instr, learner: str) -> int | None:
+    """The line of the learner's file this instruction came from (directly or through the header
+    functions it called), or None when the PTX names none."""
+    lines = learner_lines(mod, ins, learner)
+    return lines[0] if lines else None
+
+
+def source_lines(source: str, learner: str) -> dict[int, str]:
+    """The learner's own lines (number -> text) in a build's inlined source (judge.gpu.build.inline_headers:
+    the file's text with each header put in place between `#line N "path"` markers)."""
+    out, line, mine = {}, 1, True
+    for text in source.splitlines():
+        hit = re.match(r'\s*#line\s+(\d+)\s+"([^"]*)"', text)
+        if hit:
+            line, mine = int(hit.group(1)), PurePosixPath(hit.group(2)).name == learner
+            continue
+        if mine:
+            out[line] = text
+        line += 1
+    return out
+
+
 def place(mod: Module, ins: Instr, learner: str) -> str:
     """The source line an instruction came from, in words, innermost first; "" when the PTX has no .loc.
 
     k.cu:8                                              the learner's own line
     k.cu:44 (in load_tile, inlined at line 74)          a function of the learner's file, inlined
-    judge/include/tma.cuh:62 (in tma::mbar_init), called from k.cu:4
-    judge/include/tma.cuh:96 (in tma::try_wait, called from line 106 in tma::wait), called from k.cu:7
-    judge/include/tma.cuh:84 (in tma::arrive), called from k.cu:40 (in produce, inlined at line 74)
+    k.cu:4, through judge/include/tma.cuh:62 (in tma::mbar_init)
+    k.cu:7, through judge/include/tma.cuh:96 (in tma::try_wait, called from line 106 in tma::wait)
+    k.cu:40 (in produce, inlined at line 74), through judge/include/tma.cuh:84 (in tma::arrive)
     judge/include/tma.cuh:62 (in tma::mbar_init; inside the header: the PTX names no line that called it)
 
-    A line inside a header is the header's (its path and line), never the learner file's; the learner's
-    line that called into it comes from the `.loc ... inlined_at` chain when the PTX gives one."""
+    The learner's line comes first, where the PTX names one: it is the line to look at. A line inside a
+    header is the header's (its path and line), never the learner file's; the learner's line that called
+    into it comes from the `.loc ... inlined_at` chain when the PTX gives one."""
     if not ins.loc:
         return ""
     funcs = tuple(ins.funcs) + ("",) * (len(ins.loc) - len(ins.funcs))
@@ -472,5 +529,5 @@ def place(mod: Module, ins: Instr, learner: str) -> str:
         return text + (f" ({', '.join(detail[:-1])}; {detail[-1]})" if len(detail) > 1
                        else f" ({detail[0]})" if detail else "")
     _, lm, fnm = frames[mine]
-    return text + (f" ({', '.join(detail)})" if detail else "") + f", called from {learner}:{lm}" \
-        + inlined(fnm, frames[mine + 1:])
+    return f"{learner}:{lm}" + inlined(fnm, frames[mine + 1:]) + f", through {text}" \
+        + (f" ({', '.join(detail)})" if detail else "")

@@ -37,14 +37,75 @@ _SAFE = frozenset("add sub mul mad fma div rem min max and or xor not neg abs cn
                   "sin cos tanh popc clz brev shl shr setp selp mov cvt cvta bfe lop3 prmt shf ld ldu st "
                   "shfl vote activemask mapa getctarank membar nanosleep prefetch prefetchu".split())
 
+class Ahead:
+    """A schedule in which warps run ahead of each other (judge.model.run(schedule="ahead")): the warps of the
+    cluster (its warpgroups, in a kernel with wgmma or setmaxnreg) are dealt, in an order drawn from the seed,
+    into 2 to 4 groups that take turns; the group whose
+    turn it is runs alone (its warps together, as in lockstep) until all of them block (a barrier, an mbarrier
+    wait that cannot succeed yet), exit, or the group has run its quantum of instruction groups (drawn from
+    the seed too, so that a spin loop on memory lets the others run). So one group's arrivals may all come
+    before another group's copies are issued, and a consumer warp may run as far ahead of its producer as
+    its waits allow: orders lockstep never produces, all of which the PTX memory model allows (no
+    forward-progress or fairness guarantee between warps without synchronization). A run costs about as many
+    instruction groups as there are groups of warps times lockstep's. The same seed gives the same schedule
+    (report.schedule says which)."""
+
+    def __init__(self, m, seed):
+        self.rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 0x5EED])
+        self.quantum = int(self.rng.choice([8, 32, 128, 512]))
+        self.budget = m.budget
+        self.warp_of = None
+
+    def begin(self, m):
+        """Deal this cluster's warps (or warpgroups) into the groups that take turns."""
+        # the unit dealt is a warp, or a warpgroup where the kernel has warpgroup-wide .sync.aligned instructions
+        # (wgmma, setmaxnreg: all 128 threads execute each one together, PTX ISA 9.7.15 / setmaxnreg)
+        unit = 128 if any(i.parts[0] in ("wgmma", "setmaxnreg") for i in m.k.code) else 32
+        wpc = -(-m.nthr_cta // unit)
+        nw = wpc * m.ncta
+        self.warp_of = m.cta * wpc + m.lt // unit
+        order = self.rng.permutation(nw)
+        k = min(nw, int(self.rng.integers(2, 5)))
+        cuts = np.sort(self.rng.choice(np.arange(1, nw), k - 1, replace=False)) if k > 1 else []
+        self.groups = [g for g in np.split(order, cuts) if len(g)]
+        self.masks = [np.isin(self.warp_of, g) for g in self.groups]
+        self.i = -1
+        self.left = 0
+        self.lead = np.zeros(m.n, bool)
+        # each group now issues its instruction groups alone: the budget grows with the groups
+        m.budget = self.budget * len(self.groups)
+        m.schedule_note = (f"warps ahead (seed {m.seed}): groups of {'warpgroups' if unit == 128 else 'warps'} "
+                           f"{[g.tolist() for g in self.groups]} "
+                           f"take turns, each up to {self.quantum} instruction groups")
+
+    def pick(self, runnable):
+        """The runnable threads of the group whose turn it is (the next group with any, when the turn ends)."""
+        lr = runnable & self.lead
+        if self.left > 0 and lr.any():
+            self.left -= 1
+            return lr
+        for _ in range(len(self.groups)):
+            self.i = (self.i + 1) % len(self.groups)
+            self.lead = self.masks[self.i]
+            lr = runnable & self.lead
+            if lr.any():
+                self.left = self.quantum - 1
+                return lr
+        return runnable
+
+
 def execute(m):
-    """The loop: the runnable threads at the lowest PC execute one instruction together, until all exit."""
+    """The loop: the runnable threads at the lowest PC execute one instruction together, until all exit
+    (under schedule="ahead", those of the warp whose turn it is: Ahead)."""
     code = m.k.code
     ncode = len(code)
     big = np.int64(1 << 60)
     handlers = {}
     conv = None                       # (pc, active, count) while every runnable thread is at one pc
     safe = _SAFE
+    ahead = m.ahead
+    if ahead is not None:
+        ahead.begin(m)
     while True:
         if conv is None:
             runnable = m.alive & ~m.blocked
@@ -53,6 +114,8 @@ def execute(m):
                     break
                 _everyone_blocked(m)
                 continue
+            if ahead is not None:
+                runnable = ahead.pick(runnable)
             pcs = np.where(runnable, m.pc, big)
             p = int(pcs.min())
             active = pcs == p
@@ -119,8 +182,10 @@ def _out_of_budget(m, ins):
     live = np.nonzero(m.alive)[0]
     pcs = Counter(int(m.pc[t]) - 1 for t in live if not m.blocked[t])
     where = "; ".join(f"{n} threads at {m.where(m.k.code[max(p, 0)])}" for p, n in pcs.most_common(3))
-    raise Hang(f"the block ran {m.budget} instruction groups without finishing: a loop that never "
-               f"ends (the threads were last at {where})",
+    first = next((m.learner_at(m.k.code[max(p, 0)]) for p, _ in pcs.most_common(3)
+                  if m.learner_at(m.k.code[max(p, 0)])), "")
+    raise Hang(f"{first + ': ' if first else ''}the block ran {m.budget} instruction groups without finishing: "
+               f"a loop that never ends (the threads were last at {where})",
                [{"thread": int(t), "pc": int(m.pc[t])} for t in live[:8]])
 
 def _everyone_blocked(m):
@@ -130,7 +195,7 @@ def _everyone_blocked(m):
     what is missing."""
     if completion.flush_cp_async_arrivals(m) or completion.flush_tcgen05_commits(m):
         return
-    graph, lines = [], []
+    graph, lines, first = [], [], ""
     seen = set()
     for t in np.nonzero(m.alive)[0]:
         kind, key = m.block_why.get(int(t), ("?", None))
@@ -143,10 +208,15 @@ def _everyone_blocked(m):
             c, bid = key
             b = m.bars.get(key, {})
             arrived = int(np.count_nonzero(b.get("mask", np.zeros(m.n, bool))))
-            exp = b.get("expected", 0)
+            exp = b.get("expected")
             rows = np.arange(c * m.nthr_cta, (c + 1) * m.nthr_cta)
             missing = rows[m.alive[rows] & ~b.get("mask", np.zeros(m.n, bool))[rows]]
-            msg = (f"{len(who)} threads wait at barrier {bid} of block rank {c} ({arrived} of {exp} arrived); "
+            # bar.sync without a count waits for every thread of the block that has not exited
+            of = f"{exp}" if exp is not None else f"the block's {int(np.count_nonzero(m.alive[rows]))} live threads"
+            exp = exp if exp is not None else int(np.count_nonzero(m.alive[rows]))
+            name = f"barrier {bid}" + (" (__syncthreads)" if bid == 0 else "")
+            msg = (f"{len(who)} threads wait at {name}" + (f" of block rank {c}" if m.ncta > 1 else "")
+                   + f" ({arrived} of {of} arrived); "
                    + (f"{len(missing)} live threads never arrive there (e.g. {m.tdesc(missing[0])}, "
                       f"blocked on {m.block_why.get(int(missing[0]), ('?',))[0]})" if len(missing) else
                       "the rest have exited"))
@@ -155,12 +225,14 @@ def _everyone_blocked(m):
         elif kind == "mbar":
             mkey, parity = key
             mb = m.mbars[mkey]
-            msg = (f"{len(who)} threads ({m.tdesc(who[0])}, ...) wait for phase parity {parity} of the "
-                   f"mbarrier at shared 0x{mb.off:x} (block rank {mb.cta}), now in phase {mb.phase}: "
+            msg = (f"{len(who)} thread{'s' if len(who) > 1 else ''} ({m.tdesc(who[0])}{', ...' if len(who) > 1 else ''}) "
+                   f"wait{'' if len(who) > 1 else 's'} for phase parity {parity} of {m.mbar_name(mb.off, mb)}"
+                   + (f" of block rank {mb.cta}" if m.ncta > 1 else "") + f", now in phase {mb.phase}: "
                    f"{mb.pending} of {mb.count} arrivals missing, tx-count {mb.tx} bytes "
                    f"outstanding (expected {mb.tx_expected} bytes this phase, delivered "
                    f"{mb.tx_done})")
-            graph.append({"waiters": who.tolist(), "on": f"mbarrier 0x{mb.off:x}", "parity": parity,
+            graph.append({"waiters": who.tolist(), "on": f"mbarrier 0x{mb.off:x}", "name": m.mbar_name(mb.off, mb),
+                          "parity": parity,
                           "phase": mb.phase, "pending_arrivals": mb.pending, "tx_missing": mb.tx})
         elif kind == "cluster":
             missing = np.nonzero(m.alive & (m.cl_count <= key))[0]
@@ -176,8 +248,11 @@ def _everyone_blocked(m):
         else:
             msg = f"{len(who)} threads blocked ({kind})"
             graph.append({"waiters": who.tolist(), "on": kind})
-        lines.append(msg + m.waits_at(who))
-    raise Hang("every live thread is blocked:\n  " + "\n  ".join(lines), graph)
+        at = m.place_of(who)                     # the learner's line first: where they wait
+        lines.append(f"{at}: {msg}" if at else msg)
+        pcs = [m.block_why.at[int(u)] for u in who if int(u) in m.block_why.at]
+        first = first or (m.learner_at(m.k.code[pcs[0]]) if pcs else "")
+    raise Hang(f"{first + ': ' if first else ''}every live thread is blocked:\n  " + "\n  ".join(lines), graph)
 
 def release_barrier(m, key, ins):
     """Open barrier `key` ((block, id) or ("warp", block, warp)) if every thread it waits for arrived."""
@@ -229,6 +304,8 @@ def _settle_full_barrier(m, c):
             wt = m.w_thread[c, idx]
             ok = colmin[wt] >= m.w_time[c, idx]
             st[idx[ok]] = PLAIN
+    if m.bulk_waited_any:                   # every bulk store's covering wait is now known to the whole block
+        m.bulk_waited_t[c] = -1
     if m.ncta == 1:
         m.r_wt[c] = 0
     else:                                   # only this block's warps are known to all of it

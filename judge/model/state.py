@@ -14,6 +14,7 @@ checks read live here too (w_state, w_thread, w_time, ...), with their meaning i
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import numpy as np
@@ -56,6 +57,20 @@ class _Waits(dict):
         self.at[t] = self.m.cur_pc
 
 
+def source_symbol(name: str) -> str:
+    """A PTX symbol as the learner's source names it: `_ZZ7ws_gemmE5empty` (a static __shared__ variable
+    of the function ws_gemm, Itanium-mangled) -> `empty`; any other name as it is."""
+    if not name.startswith("_ZZ"):
+        return name
+    best = None
+    for hit in re.finditer(r"E(\d+)", name):
+        n, j = int(hit.group(1)), hit.end()
+        rest = name[j + n:]
+        if len(name) >= j + n and re.fullmatch(r"(_\d*_?)?", rest):
+            best = name[j:j + n]
+    return best or name
+
+
 class Machine:
     """One launch's machine: the module's memory and parameters, and one cluster's threads at a time."""
 
@@ -68,11 +83,15 @@ class Machine:
         self.grid, self.block, self.cluster = grid, block, cluster
         self.strict, self.budget = strict, budget
         self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        self.ahead = None                    # judge.model.scheduler.Ahead under schedule="ahead"
+        self.schedule_note = "lockstep"
         self.gridid = int(self.rng.integers(1, 1 << 20))
         self.counts = Counter()
         self.timeline = []
         self.violations = []
         self.source_name = source_name             # the learner's file as messages name it
+        self.source_lines = {}                     # the learner's line number -> its text (judge.model.run)
         self.cluster_explicit = tuple(cluster) != (1, 1, 1)   # %is_explicit_cluster
         self.tma_loads = []          # TMA/bulk loads waiting for their mbarrier phase (judge.model.completion)
         # cluster launch control (ops.clc): the clusters of the launch not started yet (judge.model.run
@@ -112,6 +131,7 @@ class Machine:
         off = 0
         buf = bytearray()
         self.tmaps = {}
+        host_specs = []
         for (pname, size, align), a in zip(self.k.params, args):
             off = -(-off // align) * align
             buf.extend(b"\0" * (off - len(buf)))
@@ -124,12 +144,18 @@ class Machine:
                 spec = a.spec if isinstance(a, _tma.TensorMap) else a
                 self.tmaps[PARAM_BASE + off] = spec
                 raw = tensormaps.encode(self, spec).tobytes() if size == tensormaps.SIZE else b"\0" * size
+            elif isinstance(a, tensormaps.HostMaps):        # a pointer to maps the host wrote in global memory
+                raw = a.place(self).to_bytes(8, "little")
+                self._add_region(a.buf)
+                self.keep.append(a.buf)
+                host_specs += a.specs
             elif isinstance(a, (np.generic, int, float)):
                 raw = np.asarray(a).tobytes() if isinstance(a, np.generic) else None
                 if raw is None:
                     raise TypeError(f"argument {pname}: pass NumPy scalars (np.int32(n)), not {type(a).__name__}")
             else:
-                raise TypeError(f"argument {pname}: NumPy arrays, NumPy scalars or judge.hw.tma maps, "
+                raise TypeError(f"argument {pname}: NumPy arrays, NumPy scalars, judge.hw.tma maps or "
+                                f"judge.model.tensormaps.HostMaps, "
                                 f"not {type(a).__name__}")
             if len(raw) != size:
                 raise TypeError(f"argument {pname} is {size} bytes in the kernel, {len(raw)} given")
@@ -144,7 +170,7 @@ class Machine:
             self._add_region(a.reshape(-1).view(np.uint8))
         # a tensor map's tensor is global memory too (the caller keeps the array alive)
         import ctypes
-        for spec in self.tmaps.values():
+        for spec in [*self.tmaps.values(), *host_specs]:
             if any(b <= spec.address < b + n for b, n, _ in self.regions):
                 continue
             eb = spec.elem_bytes
@@ -163,6 +189,7 @@ class Machine:
     def _setup_shared(self, dyn):
         off = 0
         ext = []
+        self.shared_vars = []        # (offset, size, the name in the learner's source) of static shared variables
         for v in list(self.mod.vars) + list(self.k.shared):
             if v.space != "shared":
                 continue
@@ -172,6 +199,7 @@ class Machine:
             off = -(-off // max(v.align, 1)) * max(v.align, 1)
             self.sym[v.name] = off
             self.sym_space[v.name] = "shared"
+            self.shared_vars.append((off, v.size, source_symbol(v.name)))
             off += v.size
         off = -(-off // 1024) * 1024 if ext else off
         for v in ext:
@@ -194,12 +222,48 @@ class Machine:
         src = _ptx.place(self.mod, ins, self.source_name)
         return f"{src} [PTX line {ins.line}: {ins.text}]" if src else f"PTX line {ins.line}: {ins.text}"
 
-    def waits_at(self, threads) -> str:
-        """' (at PLACE)' for the instruction(s) where these blocked threads wait (for a Hang's message)."""
+    def mbar_name(self, off, mb=None) -> str:
+        """An mbarrier in words, by the name the learner's source gives it: "`empty[0]` (shared 0x20)".
+
+        A static __shared__ variable is named by its symbol and, for an array of mbarriers (8 bytes
+        each), the index (offset - start) / 8. One carved out of dynamic shared memory has no symbol:
+        its name comes from the learner's line that initialized it (`mbar_init(&full[s], 1)` -> `full`),
+        its index from its place among the mbarriers that line initialized, in address order. Without
+        either, "the mbarrier at shared 0x20"."""
+        name = None
+        for start, size, sym in self.shared_vars:
+            if start <= off < start + size:
+                name = sym if size <= 8 else f"{sym}[{(off - start) // 8}]"
+                break
+        if name is None and mb is not None and getattr(mb, "init_ins", None) is not None:
+            name = self._name_from_init(mb)
+        return f"`{name}` (shared 0x{off:x})" if name else f"the mbarrier at shared 0x{off:x}"
+
+    def _name_from_init(self, mb):
+        # the innermost of the learner's lines that calls an init function with the barrier's address
+        # (a helper of the learner's own file is passed by, to the line that calls it)
+        hit = None
+        for line in _ptx.learner_lines(self.mod, mb.init_ins, self.source_name):
+            hit = re.search(r"init\w*\s*\(\s*&?\s*\(?\s*([A-Za-z_]\w*)\s*([\[+,)])", self.source_lines.get(line, ""))
+            if hit:
+                break
+        if not hit:
+            return None
+        same = sorted(o.off for o in self.mbars.values()
+                      if o.cta == mb.cta and getattr(o, "init_ins", None) is mb.init_ins)
+        if hit.group(2) in "[+" or len(same) > 1:
+            return f"{hit.group(1)}[{same.index(mb.off)}]" if mb.off in same else None
+        return hit.group(1)
+
+    def learner_at(self, ins) -> str:
+        """'k.cu:82': the learner's line an instruction came from, or "" when the PTX names none."""
+        line = _ptx.learner_line(self.mod, ins, self.source_name)
+        return f"{self.source_name}:{line}" if line else ""
+
+    def place_of(self, threads) -> str:
+        """Where these blocked threads wait, the learner's line first (a Hang's lines open with it)."""
         pcs = Counter(self.block_why.at[int(t)] for t in threads if int(t) in self.block_why.at)
-        if not pcs:
-            return ""
-        return " (at " + "; ".join(self.where(self.k.code[p]) for p, _ in pcs.most_common(2)) + ")"
+        return "; ".join(self.where(self.k.code[p]) for p, _ in pcs.most_common(2))
 
     def fail(self, rule, ins, message):
         """Record (strict: raise) a Violation of a rule of judge.model.checks.RULES."""
@@ -300,7 +364,13 @@ class Machine:
         self.nwarps = -(-n // 32)             # the last time each warp of the cluster read each word, and where
         self.r_wt = np.zeros((self.ncta, W, self.nwarps), np.int64)
         self.r_pc = np.zeros((self.ncta, W), np.int32)
+        self.r_solo = np.full((self.ncta, W, self.nwarps), -1, np.int32)   # the one lane that read it (checks.note_read)
         self.bulk_reading = np.zeros((self.ncta, W), np.int16)   # asynchronous reads still running
+        # a bulk store's read ends at its own thread's covering wait: (that thread, when) per word, until a barrier
+        # of the whole block makes it known to all (judge.model.checks.check_bulk_waited)
+        self.bulk_waited_t = np.full((self.ncta, W), -1, np.int32)
+        self.bulk_waited_time = np.zeros((self.ncta, W), np.int64)
+        self.bulk_waited_any = False
         self.remote_t = np.zeros((self.ncta, n), np.int64)  # DSMEM: last access of each thread into block c
         self.cta_done = np.zeros(self.ncta, bool)
         # -- clocks: happens-before as vector clocks, one column per thread and per mbarrier
@@ -319,6 +389,8 @@ class Machine:
         self.cpa_arrivals = []                # cp.async.mbarrier.arrive still waiting on copies
         # -- mbarriers (ops.mbarrier, completion.ModelMbarrier) and TMA / bulk copies (ops.bulk)
         self.mbars = {}                       # (cta, offset) -> completion.ModelMbarrier
+        self.last_mbar_wait = {}              # thread -> (mbarrier, (ins, thread) whose arrival completed the
+                                              # phase, the wait's ins) of its last successful wait
         self.mbar_by_col = {}                 # vector-clock column -> its mbarrier
         self.next_col = n
         self.nbulk = np.zeros(n, np.int64)    # bulk async-groups committed per thread
@@ -385,8 +457,14 @@ class Machine:
             elif name in ("%clock", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"):
                 # time advances with the model's steps (32 "ns" or cycles a step): spin loops end
                 v = np.full(self.n, 32 * self.gtime, np.uint64 if name in ("%clock64", "%globaltimer") else np.uint32)
-            elif name.startswith("%"):
+            elif name.startswith("%") and (name in self.k.regs or name.rstrip("0123456789") in self.k.regs):
                 v = self.regs.setdefault(name, np.zeros(self.n, self._store_dtype(name, ty)))
+            elif name.startswith("%"):
+                # a register no .reg declares is a special register (PTX ISA 10, "Special Registers"); one the
+                # model does not keep (%envreg<32>, which cooperative groups' grid.sync() reads, %pm0, ...)
+                # has a value the driver or the hardware sets: the model cannot know it, so no verdict
+                raise Unsupported(ins.text if ins else name,
+                                  f"special register {name} (PTX ISA 10): the model does not know its value")
             else:
                 raise Unsupported(ins.text if ins else name, f"unknown register {name}")
             if dt == np.bool_:
@@ -569,7 +647,9 @@ class Machine:
             self.fail("shared-window", ins, "a shared::cluster address of a block outside the cluster")
             raise checks.abort(self, "shared-window", ins, "shared::cluster address outside the cluster")
         if self.ncta > 1 and not own.all():
-            far = ~own
+            # a shared::cluster address of the block's own rank (mapa to %cluster_ctarank) is a local access
+            # (PTX ISA, mapa; 5.1.5.1 the .shared::cluster window holds the executing block's own window)
+            far = cta != self.cta[lanes]
             if self.cta_done[cta[far]].any():
                 k = int(np.argmax(self.cta_done[cta] & far))
                 self.fail("dsmem-after-exit", ins,

@@ -48,6 +48,38 @@ INTERLEAVES = {0: "none", 1: "16B", 2: "32B"}
 FILLS = {0: "zero", 1: "nan"}
 
 
+class HostMaps:
+    """Tensor maps the host encoded and copied into global memory (cuTensorMapEncodeTiled into a host
+    CUtensorMap, then cudaMemcpy to a cudaMalloc'd buffer), passed to a kernel as a pointer: give one to
+    judge.model.run in the place of a `const CUtensorMap*` argument.
+
+        run(b, "k", args=(..., HostMaps(tma.tensor_map_spec(A, box=(64, 64))), ...))
+
+    The host's copy went through the generic proxy and the launch orders it before the kernel, so no release
+    is needed, but the thread that issues the TMA must acquire each map before its first use:
+    fence.proxy.tensormap::generic.acquire [map], 128 (CUDA Programming Guide, TMA: a tensor map in global
+    memory; PTX ISA, Memory Consistency Model: Proxies). Without it the TMA is "tensormap-proxy-fence"."""
+
+    def __init__(self, *maps):
+        from judge.hw import tma as _tma
+        flat = [x for a in maps for x in (a if isinstance(a, (list, tuple)) else (a,))]
+        self.specs = [a.spec if isinstance(a, _tma.TensorMap) else a for a in flat]
+        if not self.specs or not all(isinstance(s, _tma.TensorMapSpec) for s in self.specs):
+            raise TypeError("HostMaps: pass judge.hw.tma TensorMap / TensorMapSpec objects")
+        self.buf = None                     # the global memory the maps' bytes lie in, during a run
+
+    def place(self, m) -> int:
+        """Write the maps' identities into a new global buffer of m, marked as written by the host; its address."""
+        self.buf = np.concatenate([encode(m, s) for s in self.specs])
+        base = int(self.buf.ctypes.data)
+        for i in range(len(self.specs)):
+            m.tensormap_writes[("global", base + SIZE * i)] = HOST_WRITE
+        return base
+
+
+HOST_WRITE = (-1, -1, 0)            # tensormap_writes' (cluster, thread, time) of a map the host wrote before the launch
+
+
 def encode(m, spec) -> np.ndarray:
     """The 128 identity bytes of a new map object holding spec (registered in m.tensormap_objs)."""
     i = len(m.tensormap_objs)
@@ -162,7 +194,7 @@ def acquire(m, ins, t, loc, ident):
     """fence.proxy.tensormap::generic.acquire [loc] by thread t: it sees the map released there, if a
     release of this very map happens-before the acquire."""
     w = m.tensormap_writes.get(loc)
-    if w is None:
+    if w is None or w == HOST_WRITE:       # the launch orders the host's write before every acquire
         m.tensormap_acquired[(int(t), loc)] = (ident, None)
         return
     r = m.tensormap_released.get(loc)
@@ -198,12 +230,20 @@ def at(m, ins, a, t):
         if got is None or got[0] != i or got[1] is not None:
             why = ("this thread executed no fence.proxy.tensormap::generic.acquire on it" if got is None else
                    got[1] or "its acquire saw an earlier version of the map")
-            m.fail("tensormap-proxy-fence", ins,
-                   f"{m.tdesc(t)}'s TMA reads the tensor map at global 0x{int(a):x}, which "
-                   f"{m.tdesc(w[1]) if w[0] == m.cluster_serial else 'another block'} wrote through the generic "
-                   f"proxy, but {why}. The TMA may read a stale map: release it after writing "
-                   f"(tensormap.cp_fenceproxy ... .release, or fence.proxy.tensormap::generic.release) and "
-                   f"acquire it in the issuing thread (fence.proxy.tensormap::generic.acquire [map], 128)")
+            if w == HOST_WRITE:
+                m.fail("tensormap-proxy-fence", ins,
+                       f"{m.tdesc(t)}'s TMA reads the tensor map at global 0x{int(a):x}, which the host copied "
+                       f"into global memory (a write through the generic proxy), but {why}. The TMA may read a "
+                       f"stale map: acquire it in the issuing thread before its first use "
+                       f"(fence.proxy.tensormap::generic.acquire.gpu [map], 128), or pass the map as a "
+                       f"const __grid_constant__ parameter, which needs no fence")
+            else:
+                m.fail("tensormap-proxy-fence", ins,
+                       f"{m.tdesc(t)}'s TMA reads the tensor map at global 0x{int(a):x}, which "
+                       f"{m.tdesc(w[1]) if w[0] == m.cluster_serial else 'another block'} wrote through the "
+                       f"generic proxy, but {why}. The TMA may read a stale map: release it after writing "
+                       f"(tensormap.cp_fenceproxy ... .release, or fence.proxy.tensormap::generic.release) and "
+                       f"acquire it in the issuing thread (fence.proxy.tensormap::generic.acquire [map], 128)")
     return m.tensormap_objs[i], loc
 
 

@@ -82,7 +82,7 @@ def test_the_drawings_draw():
 
 
 # The kernel plus one patch; the verdict: a rule id, "HANG" with a pattern the message must hold, or COMPILE ERROR.
-PEER_WAITS = r"threads \(thread \d+ \(warp \d\) of block rank 1, \.\.\.\) wait for phase parity \d of the mbarrier at shared 0x[0-9a-f]+ \(block rank 1\)"
+PEER_WAITS = r"threads? \(thread \d+ \(warp \d\) of block rank 1(, \.\.\.)?\) waits? for phase parity \d of `\w+\[\d\]` \(shared 0x[0-9a-f]+\) of block rank 1"
 MISTAKES = {
     "slot released by a commit without .multicast (the peer's stage never frees)": (
         "        pair::commit_both(&empty[s]);    // slot s is free in BOTH CTAs once these MMAs completed",
@@ -94,7 +94,7 @@ MISTAKES = {
     "the peer's loads arrive on its own barrier, not the leader's": (
         "        const unsigned bar = cluster::map(&full[s], lead);",
         "        const unsigned bar = cluster::map(&full[s], rank);",
-        ("HANG", r"thread 32 \(warp 1\) of block rank 0, \.\.\.\) wait for .* tx-count 32768 bytes outstanding "
+        ("HANG", r"thread 32 \(warp 1\) of block rank 0(, \.\.\.)?\) waits? for .* tx-count 32768 bytes outstanding "
                  r"\(expected 65536")),                           # the issuer: the peer's half never counted
     "the loads signal the leader's barrier without .cta_group::2": (
         'mbarrier::complete_tx::bytes.cta_group::2"', 'mbarrier::complete_tx::bytes"', "tma-barrier-cta"),
@@ -104,7 +104,7 @@ MISTAKES = {
         ("HANG", r"wait in tcgen05\.alloc\.cta_group::2 of block rank 0 for a warp of the peer")),
     "the MMA issued from the non-leader": (
         "  } else if (warp == 1 && lane == 0 && leader) {", "  } else if (warp == 1 && lane == 0 && !leader) {",
-        ("HANG", r"thread 32 \(warp 1\) of block rank 1, \.\.\.\) wait for phase parity 0 of the mbarrier")),
+        ("HANG", r"thread 32 \(warp 1\) of block rank 1(, \.\.\.)?\) waits? for phase parity 0 of `\w+\[\d\]`")),
     "the leader announces only its own bytes": (
         "tma::arrive_expect_tx(&full[s], 2 * (A_BYTES + B_BYTES));", "tma::arrive_expect_tx(&full[s], A_BYTES + B_BYTES);",
         "async-overwrite-race"),

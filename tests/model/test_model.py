@@ -160,7 +160,9 @@ def test_expecting_more_bytes_than_the_load_delivers_hangs_with_the_wait_for_gra
     with pytest.raises(model.Hang) as e:
         tiles(TILES / "fixtures/wrong_expect_tx.cu")
     msg = str(e.value)
-    assert "wait for phase parity 0 of the mbarrier" in msg
+    # the learner's line first, the mbarrier by its name in the source (`__shared__ ... bar;`)
+    assert msg.split("\n")[1].lstrip().startswith("wrong_expect_tx.cu:"), msg
+    assert "wait for phase parity 0 of `bar` (shared 0x" in msg, msg
     assert "tx-count 8192 bytes outstanding (expected 16384 bytes this phase, delivered 8192)" in msg
     assert e.value.graph[0]["tx_missing"] == 8192 and len(e.value.graph[0]["waiters"]) == 128
 

@@ -117,8 +117,8 @@ def test_a_violation_inside_a_header_helper_names_the_header_and_the_learners_ca
     v = e.value
     hdr = _header_line(TMA_CUH, 'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];"')
     assert v.rule == "mbarrier-uninitialized"
-    assert v.where.startswith(f"judge/include/tma.cuh:{hdr} (in tma::arrive), called from "
-                              f"mine.cu:{_line(UNINIT, 'ARRIVE')} [PTX line "), v.where
+    assert v.where.startswith(f"mine.cu:{_line(UNINIT, 'ARRIVE')}, through judge/include/tma.cuh:{hdr} "
+                              f"(in tma::arrive) [PTX line "), v.where
     assert f"mine.cu:{hdr}" not in v.where              # the header's line is not named as the learner's
     assert f"(at {v.where}) (PTX ISA, " in v.message    # the message a learner reads names it too
 
@@ -147,8 +147,8 @@ def test_a_hang_names_the_header_line_where_the_threads_wait_and_the_learners_ca
     msg = str(e.value)
     assert "1 of 2 arrivals missing" in msg, msg
     # the asm statement of try_wait spans several lines: the compiler's .loc picks one of them
-    hit = re.search(rf"judge/include/tma\.cuh:(\d+) \(in tma::try_wait, called from line {wait} in tma::wait\), "
-                    rf"called from mine\.cu:{_line(HANG, 'WAIT:')} \[PTX line \d+: mbarrier\.try_wait", msg)
+    hit = re.search(rf"mine\.cu:{_line(HANG, 'WAIT:')}, through judge/include/tma\.cuh:(\d+) \(in tma::try_wait, "
+                    rf"called from line {wait} in tma::wait\) \[PTX line \d+: mbarrier\.try_wait", msg)
     assert hit and body < int(hit.group(1)) < body + 8, msg
 
 
@@ -190,7 +190,7 @@ def test_a_dsmem_race_inside_cluster_cuh_names_that_header(tmp_path):
         model.run(b, "k", grid=(2, 1, 1), block=(32, 1, 1), args=(y,))
     ld = _header_line(CLUSTER_CUH, 'asm volatile("ld.shared::cluster.u32 %0, [%1];"')
     assert e.value.rule == "dsmem-unordered"
-    assert f"judge/include/cluster.cuh:{ld} (in cluster::ld), called from mine.cu:{_line(DSMEM, 'PEER:')}" \
+    assert f"mine.cu:{_line(DSMEM, 'PEER:')}, through judge/include/cluster.cuh:{ld} (in cluster::ld)" \
         in e.value.where, e.value.where
 
 
@@ -251,8 +251,8 @@ def test_inside_the_cuda_toolkits_headers_only_the_function_the_code_called_is_n
                     ("nvcuda::experimental::ImplementationChooser<...>", "nvcuda::experimental::pipeline_memcpy_async<...>",
                      "__pipeline_memcpy_async", "load_tile", ""))
     assert ptx.place(mod, ins, "mine.cu") == (
-        "cuda_pipeline_primitives.h:69 (in __pipeline_memcpy_async), called from mine.cu:30 (in load_tile, "
-        "inlined at line 71)")
+        "mine.cu:30 (in load_tile, inlined at line 71), through cuda_pipeline_primitives.h:69 "
+        "(in __pipeline_memcpy_async)")
 
 
 def test_the_place_of_an_unsupported_instruction_survives_pickling():

@@ -119,6 +119,9 @@ CASES = {
     "mbarrier-uninitialized": ("""
     @%p1 mbarrier.arrive.shared::cta.b64 %rd5, [%r3];      // no mbarrier.init
 """, {}),
+    "mbarrier-reinit": ("""
+    mbarrier.init.shared::cta.b64 [%r3], 64;               // every thread initializes the one barrier
+""", {}),
     "mbarrier-arrivals": ("""
     @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
     @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r3], 16;
@@ -330,6 +333,7 @@ def test_without_the_mistake_the_same_snippets_run_clean():
         "proxy-fence-barrier": CASES["proxy-fence-barrier"][0].replace("fence.proxy.async.shared::cta;",
                                                                        "fence.proxy.async.shared::cta;\n    bar.sync 0;"),
         "exit-before-bulk-read": CASES["exit-before-bulk-read"][0] + "    @%p1 cp.async.bulk.wait_group.read 0;\n",
+        "mbarrier-reinit": CASES["mbarrier-reinit"][0].replace("    mbarrier.init", "    @%p1 mbarrier.init"),
         "tma-barrier-cta": CASES["tma-barrier-cta"][0].replace("complete_tx::bytes [", "complete_tx::bytes.cta_group::2 [")
         + "    barrier.cluster.arrive.release.aligned;\n    barrier.cluster.wait.acquire.aligned;\n",
         "tensormap-proxy-fence": CASES["tensormap-proxy-fence"][0].replace(

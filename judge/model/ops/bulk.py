@@ -181,8 +181,11 @@ def bulk_copy(m, ins):
     counted on an mbarrier; or shared::cta -> global in a bulk async-group."""
     p = ins.parts
     to_global = p[3] == "global"
-    peer = "shared::cluster" in p and "shared::cta" in p and "global" not in p
-    if not (to_global or peer or ("shared::cluster" in p and "global" in p)):
+    peer = p[3:5] == ["shared::cluster", "shared::cta"]
+    # PTX ISA 8.6 adds .shared::cta as a load's destination (what CCCL's cuda::memcpy_async with a cuda::barrier
+    # emits under NVRTC 13): the executing block's own shared memory and mbarrier, never a peer's
+    own = p[3:5] == ["shared::cta", "global"]
+    if not (to_global or peer or own or p[3:5] == ["shared::cluster", "global"]):
         raise Unsupported(ins.op)
     dst, src, size_op = ins.args[:3]
     bar = ins.args[3] if len(ins.args) > 3 else None
@@ -208,8 +211,8 @@ def bulk_copy(m, ins):
                                "gaddr": int(da[t])})
                 m.counts["bulk.store"] += 1
             else:
-                dcta, doff = m.smem_split(da, one, ins, cluster_ok=True)
-                bcta, boff = m.smem_split(m.addr(bar, ins), one, ins, cluster_ok=True, data=False)
+                dcta, doff = m.smem_split(da, one, ins, cluster_ok=not own)
+                bcta, boff = m.smem_split(m.addr(bar, ins), one, ins, cluster_ok=not own, data=False)
                 r = int(dcta[0])
                 after = None
                 if peer:

@@ -30,11 +30,26 @@ def init(m, ins):
         cnt = np.broadcast_to(np.asarray(m.rd(cop, "u32", ins)), (m.n,))
         for t, c, o in zip(lanes, cta, off):
             key = (int(c), int(o))
+            live = m.mbars.get(key)
+            if live is not None:
+                # RULE (PTX ISA, mbarrier.init): initializing a location that holds a valid mbarrier object is
+                # undefined; mbarrier.inval it first. Several threads running one init, or a loop that inits its
+                # barriers again for every tile, re-initialize a barrier that may still be in use.
+                who, pc = live.init_by
+                m.fail("mbarrier-reinit", ins,
+                       f"{m.tdesc(t)} initializes {m.mbar_name(int(o), live)}"
+                       f"{' of block rank ' + str(int(c)) if m.ncta > 1 else ''}, which "
+                       f"{'this same instruction' if pc == m.cur_pc and who != t else m.tdesc(who)} already "
+                       f"initialized{' (at ' + m.where(m.k.code[pc]) + ')' if pc != m.cur_pc else ''} and is "
+                       f"live (phase {live.phase}, {live.count - live.pending} of {live.count} arrivals in): let one "
+                       f"thread initialize each mbarrier once, or mbarrier.inval it before initializing it again")
             if m.next_col >= m.VC.shape[1]:
                 raise Unsupported(ins.op, "more than 64 mbarriers in one cluster")
             col = m.next_col
             m.next_col += 1
             mb = completion.ModelMbarrier(int(cnt[t]), cta=int(c), off=int(o), col=col, width=m.VC.shape[1])
+            mb.init_by = (int(t), m.cur_pc)
+            mb.init_ins = ins                 # the line that initialized it names it (Machine.mbar_name)
             m.mbars[key] = mb
             m.mbar_by_col[col] = mb
             m.event("mbarrier.init", mbarrier=f"0x{int(o):x}", count=int(cnt[t]))
@@ -119,6 +134,7 @@ def wait(m, ins):
             if done():
                 ok[t] = True
                 m.VC[t] = np.maximum(m.VC[t], mb.done)
+                m.last_mbar_wait[int(t)] = (mb, getattr(mb, "completed_by", None), ins)
             else:
                 # the thread sleeps in the wait until the phase completes, then tries again
                 m.pc[t] = m.cur_pc

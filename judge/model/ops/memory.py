@@ -99,6 +99,8 @@ def _write_shared(m, cta, off, words, data, lanes, ins, what):
     st = m.w_state[cta[:, None], words]
     if ((st == CPA_PENDING) | (st == TMA_PENDING)).any() or (m.bulk_reading[cta[:, None], words] > 0).any():
         checks.check_overwrite(m, cta, words, lanes, ins, what)
+    elif m.bulk_waited_any:
+        checks.check_bulk_waited(m, cta, words, lanes, ins, what)
     m.sm[cta[:, None], off[:, None] + np.arange(w)] = data
     m.taint_store("shared", cta, off, w, lanes)
     m.w_state[cta[:, None], words] = GENERIC
@@ -281,6 +283,11 @@ def warp_matrix(m, ins):
     return move
 
 
+#: integer adds on shared memory run every lane at once (_shared_int_adds); False: one lane at a time (the
+#: reference the test compares it with)
+VECTOR_ADDS = True
+
+
 def _atomic_addresses(m, addr_op, space, mask, ins):
     """The lanes of an atomic, its state space and each lane's address (a generic one resolved per lane)."""
     lanes = np.nonzero(mask)[0]
@@ -334,6 +341,13 @@ def atomic(m, ins):
     def atomic_lane_by_lane(ins, mask, full):
         lanes, sp, a = _atomic_addresses(m, addr_op, space, mask, ins)
         b = np.broadcast_to(np.asarray(m.rd(b_op, ty, ins)), (m.n,))
+        if VECTOR_ADDS and opn == "add" and sp in ("shared", "shared::cluster", "global") and ty[0] in "usb" \
+                and len(lanes):
+            old = _int_adds(m, sp, a, lanes, b, ty, w, ins)     # the same result, every lane at once
+            m.counts["atom"] += len(lanes)
+            if d is not None:
+                m.wr(d, old, mask, full)
+            return
         c = np.broadcast_to(np.asarray(m.rd(c_op, ty, ins)), (m.n,)) if c_op is not None else None
         old = np.zeros(m.n, DT[ty])
         for t in lanes:                      # one lane at a time, in lane order
@@ -349,6 +363,57 @@ def atomic(m, ins):
         if d is not None:
             m.wr(d, old, mask, full)
     return atomic_lane_by_lane
+
+
+def _int_adds(m, sp, a, lanes, b, ty, w, ins):
+    """Integer atom/red.add of lanes `lanes` on global or shared (or another cluster block's shared) memory, all
+    at once, with the result of doing them one lane at a time in lane order: each lane's old value is the
+    word's value plus the operands of the lanes before it at the same address, the word ends with every
+    operand added (wrapping at the type's width), and the last lane in order is the word's last writer. The
+    checks are the lane-by-lane ones over every lane (atomics never race with atomics). Returns the old
+    values (m.n)."""
+    u = STORE[w]
+    if sp == "global":
+        cur = np.ascontiguousarray(m.gload(a, w, lanes, ins)).view(u).reshape(-1)
+        key = a[lanes].astype(np.int64)
+    else:
+        cta, off = m.smem_split(a, lanes, ins, cluster_ok=True)
+        checks.check_smem_range(m, off, w, lanes, ins)
+        words = m.words_of(off, w)
+        checks.check_read(m, cta, words, lanes, ins)
+        if m.ncta > 1:
+            checks.check_cross(m, cta, words, lanes, ins, atomic=True)
+        cur = np.ascontiguousarray(m.sm[cta[:, None], off[:, None] + np.arange(w)]).view(u).reshape(-1)
+        key = cta.astype(np.int64) * (1 << 40) + off.astype(np.int64)
+    x = np.asarray(b[lanes]).astype(DT[ty]).view(u) if np.dtype(DT[ty]).itemsize == w else \
+        np.asarray(b[lanes]).astype(u)
+    _, inv = np.unique(key, return_inverse=True)
+    order = np.argsort(inv, kind="stable")             # lanes grouped by address, lane order kept
+    xs = x[order]
+    incl = np.cumsum(xs, dtype=u)                      # wraps at the type's width, as the hardware does
+    excl = incl - xs
+    g = inv[order]
+    first = np.r_[True, g[1:] != g[:-1]]
+    start = np.maximum.accumulate(np.where(first, np.arange(len(g)), 0))
+    olds = cur[order] + (excl - excl[start])
+    last = np.r_[g[1:] != g[:-1], True]
+    new = olds[last] + xs[last]
+    tl = lanes[order][last]
+    nb = new.astype(u).view(np.uint8).reshape(-1, w)
+    if sp == "global":
+        m.gstore(a, nb[np.argsort(tl)], np.sort(tl), ins)
+    else:
+        cl, ol, wd = cta[order][last], off[order][last], words[order][last]
+        m.sm[cl[:, None], ol[:, None] + np.arange(w)] = nb
+        m.w_state[cl[:, None], wd] = GENERIC
+        m.w_thread[cl[:, None], wd] = tl[:, None]
+        m.w_time[cl[:, None], wd] = m.gtime
+        m.w_atomic[cl[:, None], wd] = True
+    out = np.zeros(m.n, DT[ty])
+    back = np.empty(len(lanes), u)
+    back[order] = olds
+    out[lanes] = back.view(DT[ty]) if np.dtype(DT[ty]).itemsize == w else back
+    return out
 
 
 def _float_adds(m, ins, is_red, ty):

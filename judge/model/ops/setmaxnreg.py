@@ -11,8 +11,8 @@ enough. The pool starts with what the launch gave the CTA: the kernel's register
 its threads.
 
 MODEL: a thread that executes setmaxnreg waits there until all 128 threads of its warpgroup have
-executed the same instruction (an exited thread never does: on an H200 such a kernel hangs, and here
-it is a Hang that says so). Then `.dec` returns (old - n) x 128 registers to the pool at once; `.inc`
+executed the same instruction (an exited thread never does: the PTX ISA leaves such a kernel undefined,
+and here it is a Hang that says so). Then `.dec` returns (old - n) x 128 registers to the pool at once; `.inc`
 takes (n - old) x 128 when the pool has them, else the warpgroup waits for a `.dec` (a Hang if none
 comes). The entry count comes from ptxas (Build.resources); without it the pool is not checked.
 """
@@ -53,14 +53,13 @@ def describe_wait(m, key, who) -> str:
         missing = rows[~arrived[rows]]
         warps = sorted({int(t - c * m.nthr_cta) // 32 for t in missing})
         gone = [t for t in missing if not m.alive[t]]
-        return (f"{len(who)} threads of warpgroup {w}{m.cta_suffix(c)} wait at "
-                f"{m.where(m.k.code[pc])} for warps {', '.join(map(str, warps))} of their warpgroup, which "
-                f"never execute it" + (" (they exited)" if len(gone) == len(missing) else "")
-                + f": {RULE}; on an H200 this hangs")
+        return (f"{len(who)} threads of warpgroup {w}{m.cta_suffix(c)} wait at this setmaxnreg "
+                f"for warps {', '.join(map(str, warps))} of their warpgroup, which never execute it" + (" (they exited)" if len(gone) == len(missing) else "")
+                + f": {RULE}; the PTX ISA leaves anything else undefined")
     c, w = rest
     n, pc = st["want"][(c, w)]
     need = (n - st["count"][(c, w)]) * 128
-    return (f"{len(who)} threads of warpgroup {w}{m.cta_suffix(c)} wait at {m.where(m.k.code[pc])} for "
+    return (f"{len(who)} threads of warpgroup {w}{m.cta_suffix(c)} wait at this setmaxnreg.inc for "
             f"{need} registers from the CTA's pool, which holds {st['pool'][c]}, and no setmaxnreg.dec that "
             f"could return them is left to run: the block started with {st['regs0']} x {m.nthr_cta} registers "
             f"(PTX ISA, setmaxnreg: .inc blocks until the pool has enough)")

@@ -21,6 +21,8 @@ of values that came from them count as "gstore.from.wgmma.bytes" (exercise.toml 
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from judge.hw import wgmma as _wg
@@ -102,6 +104,23 @@ def wait_group(m, ins):
     return wait
 
 
+
+@functools.lru_cache(maxsize=None)
+def _fragments(n: int) -> np.ndarray:
+    """(row, col) of every accumulator register of m64nN, per thread (judge.hw.wgmma.fragment_coord); made once
+    per N, not once per block (65,536 calls of it were most of a many-block GEMM's time on the model)."""
+    out = np.array([[_wg.fragment_coord(t, i, n) for i in range(n // 2)] for t in range(128)])
+    out.setflags(write=False)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _a_fragments(k: int) -> np.ndarray:
+    """(row, k) of every A-fragment register of m64k16 / m64k32, per thread (judge.hw.wgmma.a_fragment_coord)."""
+    out = np.array([[_wg.a_fragment_coord(t, j, k) for j in range(4)] for t in range(128)])
+    out.setflags(write=False)
+    return out
+
 @op("wgmma.mma_async")
 def mma_async(m, ins):
     """wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16} and .m64nNk32.f32.{e4m3,e5m2}: D = A B^T (+ D),
@@ -136,13 +155,13 @@ def mma_async(m, ins):
     a_names = [o.name for o in da.items] if a_regs else []
     # A's register fragment of m64k16 (judge.hw.wgmma.a_fragment_coord): register j of thread t holds
     # the pair at (row, k) and (row, k + 1)
-    a_rc = np.array([[_wg.a_fragment_coord(t, j, K) for j in range(4)] for t in range(128)])     # (128, 4, 2)
+    a_rc = _a_fragments(K)                                                                         # (128, 4, 2)
     per_reg = 4 // np.dtype(el_a).itemsize                           # elements in one .b32: 2 (16-bit) or 4 (8-bit)
     a_row, a_col = a_rc[..., 0], a_rc[..., 1]
     rows = np.arange(64)[:, None]
     ks = np.arange(K)[None, :]
     nrows = np.arange(n)[:, None]
-    frag = np.array([[_wg.fragment_coord(t, i, n) for i in range(n // 2)] for t in range(128)])   # (128, n/2, 2)
+    frag = _fragments(n)                                                                           # (128, n/2, 2)
 
     def operand(desc, R, lanes, c, what, el, major):
         eb = np.dtype(el).itemsize
@@ -271,8 +290,12 @@ def complete(m, mma, ins):
         m.bulk_reading[c, words] -= 1
         Wp = np.broadcast_to((lanes[::32] // 32)[None, :], (len(words), len(lanes[::32])))
         m.r_wt[c, words[:, None], Wp] = m.gtime
+        m.r_solo[c, words[:, None], Wp] = checks.WARP_READ
         m.r_pc[c, words] = mma["pc"]
     # the wait that completes a wgmma is one warpgroup-wide event (.sync.aligned): every thread of the
     # warpgroup observes that the operands were read, so any of them may hand the buffers back
     checks.join(m, full, full)
-    m.wg_ops.remove(mma)
+    # by identity: list.remove compares with ==, which on two pending ops' dicts compares NumPy arrays and
+    # raises as soon as the op completed is not the first in the list (another warpgroup's op pending before it:
+    # tests/model/test_model_wgmma_groups.py)
+    m.wg_ops[:] = [o for o in m.wg_ops if o is not mma]

@@ -1,0 +1,67 @@
+"""The CPU model's messages on the fixtures that once pointed away from the cause: HANG and race messages
+name the learner's file and line first, barriers by their name in the learner's source, never a
+Python None; a race caused by the learner's early release blames that release's line.
+
+Run: PYTHONPATH=$PWD python -m pytest tests/grading/test_messages.py -q
+(the gradings are the ones tests/grading/test_exercises.py makes of the same fixtures: tests/gradings.py)
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from judge.grading import exercise
+from judge.grading.result import Verdict
+
+
+def _graded(shared_gradings, ex_id, name):
+    path = exercise.get(ex_id).fixture_path(name)
+    return shared_gradings.check(ex_id, path), Path(path)
+
+
+def _mistake_line(path: Path) -> int:
+    return next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "MISTAKE" in text)
+
+
+def test_an_mbarrier_hang_opens_with_the_learner_s_line_and_names_the_barrier(shared_gradings):
+    # was: "every live thread is blocked:" then "... wait for phase parity 0 of the mbarrier at shared 0x20
+    # (block rank 0) ... (at judge/include/tma.cuh:96 (...), called from wrong_producer_phase.cu:82 [...])"
+    r, path = _graded(shared_gradings, "ws_gemm", "wrong_producer_phase.cu")
+    assert r.verdict == Verdict.HANG, r
+    line = _mistake_line(path)
+    assert r.message.startswith(f"wrong_producer_phase.cu:{line}: every live thread is blocked"), r.message
+    waits = [d for d in r.details if "wait for phase parity" in d or "waits for phase parity" in d]
+    assert waits[0].lstrip().startswith(f"wrong_producer_phase.cu:{line}, through judge/include/tma.cuh:"), waits
+    assert "of `empty[0]` (shared 0x20)" in waits[0] and "of `full[0]` (shared 0x0)" in waits[1], waits
+
+
+def test_a_barrier_without_a_count_says_how_many_it_waits_for(shared_gradings):
+    # was: "62 threads wait at barrier 0 of block rank 0 (62 of None arrived)"
+    r, path = _graded(shared_gradings, "tcgen05_ring", "wrong_no_acc_full_commit.cu")
+    assert r.verdict == Verdict.HANG, r
+    text = "\n".join([r.message] + r.details)
+    assert "None" not in text, text
+    assert re.search(r"threads wait at barrier 0 \(__syncthreads\) \(\d+ of the block's \d+ live threads arrived\)",
+                     text), text
+    # barriers carved out of dynamic shared memory are named from the learner's line that initialized them
+    # (which other barriers a drawn case leaves threads waiting on depends on its size: none is unnamed)
+    assert "of `acc_full[0]` (shared 0x" in text and "the mbarrier at shared 0x" not in text, text
+
+
+def test_a_slot_released_too_early_is_blamed_on_the_release(shared_gradings):
+    # was: "[async-read-overwritten] thread 0 (warp 0)'s TMA load at judge/include/tma.cuh:120 (in tma::load_2d),
+    # called from wrong_arrive_not_commit.cu:156 ...": the producer's load, code the exercise gives
+    r, path = _graded(shared_gradings, "tcgen05_ring", "wrong_arrive_not_commit.cu")
+    assert r.verdict == Verdict.WRONG, r
+    line = _mistake_line(path)
+    assert r.message.startswith(f"[async-read-overwritten] wrong_arrive_not_commit.cu:{line}, through "), r.message
+    assert "mbarrier.arrive here completed the phase of `empty[0]`" in r.message, r.message
+    assert "tcgen05.commit" in r.message
+
+
+def test_a_spin_hang_opens_with_the_learner_s_line(shared_gradings):
+    # was: "the block ran 100000 instruction groups without finishing: ... (the threads were last at ...)"
+    r, _ = _graded(shared_gradings, "cp_async_sgemm", "wrong_hang.cu")
+    assert r.verdict == Verdict.HANG, r
+    assert re.match(r"wrong_hang\.cu:\d+: the block ran \d+ instruction groups without finishing", r.message), r.message
+
