@@ -6,8 +6,9 @@
     assert c.ok, c.message
 
 The verdict needs both: the relative error norm ||got - ref|| / ||ref|| under `norm_tol`,
-and every element within atol + rtol * |ref|. A failure names the case, the first few
-coordinates, the value got and the value expected, and counts unwritten elements.
+and every element within atol + rtol * |ref|. A failure names the case, counts the unwritten
+elements (still poisoned) and the wrong ones (written, outside their elementwise limit) apart,
+and gives the first of each: coordinates, the value got and the value expected.
 """
 from __future__ import annotations
 
@@ -81,11 +82,13 @@ class Comparison:
     ok: bool
     case: str
     rel_err: float                    # ||got - ref|| / ||ref||
-    n_bad: int                        # elements outside atol + rtol * |ref|
+    n_bad: int                        # written elements outside their elementwise tolerance
     n_unwritten: int                  # elements still holding the poison
     size: int
-    first: list = field(default_factory=list)   # [(coords, got, expected)]
+    first: list = field(default_factory=list)   # [(coords, got, expected)]: unwritten first, then wrong
     message: str = ""
+    first_wrong: list = field(default_factory=list)       # the first wrong written elements
+    first_unwritten: list = field(default_factory=list)   # the first poisoned elements
 
     def __bool__(self):
         return self.ok
@@ -97,49 +100,93 @@ def _fmt(v) -> str:
     return str(v)
 
 
+def _points(mask_or_idx, g, r, show):
+    idx = np.argwhere(mask_or_idx) if mask_or_idx.dtype == bool else mask_or_idx
+    out = []
+    for c in idx[:show]:
+        c = tuple(int(x) for x in c)
+        out.append((c, g[c].item(), r[c].item()))
+    return out
+
+
+def elementwise_limit(r64: np.ndarray, rtol: float, atol: float, norm_tol: float | None,
+                      norm_failed: bool = True) -> np.ndarray:
+    """Each element's own limit on |got - ref|: atol + rtol * |ref|, the case's tolerance.
+
+    A norm-only comparison (rtol = atol = inf) has no elementwise limit of its own; once its norm has
+    failed, the limit there is derived from norm_tol: norm_tol * rms(ref), the largest error every
+    element could have at once with the relative error norm still within norm_tol (n elements each off
+    by norm_tol * ||ref|| / sqrt(n) make an error norm of exactly norm_tol * ||ref||). So a failed norm
+    names at least one element, and an element counts as wrong only when it alone is beyond its share.
+    While the norm holds, such a comparison has no elementwise limit (inf)."""
+    # rtol * |ref| where ref != 0: rtol = inf must not make inf * 0 = NaN of an exact zero
+    lim = atol + np.multiply(rtol, np.abs(r64), where=r64 != 0, out=np.zeros_like(r64))
+    if norm_tol is not None and norm_failed:
+        share = norm_tol * float(np.sqrt(np.mean(np.square(r64)))) if r64.size else 0.0
+        lim = np.where(np.isinf(lim), share, lim)
+    return lim
+
+
 def compare(got, ref, *, rtol: float = 1e-5, atol: float = 1e-6, norm_tol: float | None = None,
             case: str = "", show: int = 4) -> Comparison:
-    """Element-wise and norm-wise comparison of got against a float64 (or exact integer) ref."""
+    """Element-wise and norm-wise comparison of got against a float64 (or exact integer) ref.
+
+    Passing needs every element within its limit (`elementwise_limit`) and, with norm_tol, the relative
+    error norm within norm_tol. Elements still holding the poison are unwritten, counted apart from the
+    wrong ones: an element counts as wrong only when it was written and lies outside its elementwise
+    limit (a failed norm never makes a correctly rounded element wrong). The message names the first
+    unwritten and the first wrong elements, each with the value got and the value expected."""
     g = to_numpy(got)
     r = to_numpy(ref)
     if g.shape != r.shape:
         return Comparison(False, case, float("inf"), g.size, 0, g.size, [],
                           f"{case}: shape {g.shape} but expected {r.shape}")
     unwritten = is_poison(g) if g.dtype.kind in "fiu" else np.zeros(g.shape, bool)
+    largest = None
     if r.dtype.kind in "iub":        # exact comparison
-        bad = (g != r)
-        rel = float(np.count_nonzero(bad)) / max(1, g.size)
+        bad = (g != r) & ~unwritten
+        rel = float(np.count_nonzero((g != r))) / max(1, g.size)
+        norm_ok = True
     else:
         g64 = g.astype(np.float64)
         r64 = r.astype(np.float64)
         diff = np.abs(g64 - r64)
-        # rtol * |ref| where ref != 0: rtol = inf (a norm-only comparison) must not make inf * 0 = NaN
-        # of an exact zero, which would mark a right 0 wrong
-        rel_part = np.multiply(rtol, np.abs(r64), where=r64 != 0, out=np.zeros_like(r64))
-        bad = ~(diff <= atol + rel_part)                # NaN compares False, so NaN is bad
         denom = float(np.linalg.norm(r64.ravel()))
         num = float(np.linalg.norm(np.nan_to_num(g64 - r64, nan=np.inf).ravel()))
         rel = num / denom if denom > 0 else num
-        if norm_tol is not None and not rel <= norm_tol:
-            bad = bad | (diff > 0)   # the norm failed: report the largest-differing elements too
+        norm_ok = norm_tol is None or rel <= norm_tol
+        lim = elementwise_limit(r64, rtol, atol, norm_tol, norm_failed=not norm_ok)
+        bad = ~(diff <= lim) & ~unwritten                # NaN compares False, so NaN is bad
+        if not norm_ok and not bad.any() and not unwritten.any():
+            # every element within its own limit, the norm not: show where the error is largest
+            flat = np.argsort(-np.nan_to_num(diff, nan=np.inf), axis=None, kind="stable")[:show]
+            largest = np.stack(np.unravel_index(flat, diff.shape), axis=-1)
     n_bad = int(np.count_nonzero(bad))
     n_unw = int(np.count_nonzero(unwritten))
-    ok = n_bad == 0 and (norm_tol is None or rel <= norm_tol)
-    first = []
-    if not ok:
-        idx = np.argwhere(unwritten) if n_unw else np.argwhere(bad)
-        for c in idx[:show]:
-            c = tuple(int(x) for x in c)
-            first.append((c, g[c].item(), r[c].item()))
+    ok = n_bad == 0 and n_unw == 0 and norm_ok
+    first_unw = _points(unwritten, g, r, show) if n_unw else []
+    first_bad = _points(bad, g, r, show) if n_bad else []
     msg = ""
     if not ok:
         parts = [f"{case}: " if case else ""]
+        said = []
         if n_unw:
-            parts.append(f"{n_unw} of {g.size} elements were never written (still poisoned); ")
-        parts.append(f"{n_bad} of {g.size} elements wrong, relative error {rel:.3g}")
-        if norm_tol is not None:
-            parts.append(f" (limit {norm_tol:g})")
-        parts.append(". First: " + "; ".join(
-            f"at {c} got {_fmt(gv)} expected {_fmt(rv)}" for c, gv, rv in first))
-        msg = "".join(parts)
-    return Comparison(ok, case, rel, n_bad, n_unw, int(g.size), first, msg)
+            said.append(f"{n_unw} of {g.size} elements were never written (still poisoned), first at "
+                        + ", ".join(str(c) for c, _, _ in first_unw))
+        if n_bad:
+            said.append(f"{n_bad} of {g.size} written elements wrong (outside the tolerance), first: "
+                        + "; ".join(f"at {c} got {_fmt(gv)} expected {_fmt(rv)}" for c, gv, rv in first_bad))
+        elif 0 < n_unw < g.size:
+            said.append("every written element is within the tolerance")
+        if largest is not None:
+            said.append("every element is within its own tolerance, but together they are not: largest "
+                        "differences " + "; ".join(f"at {c} got {_fmt(gv)} expected {_fmt(rv)}"
+                                                  for c, gv, rv in _points(largest, g, r, show)))
+        parts.append("; ".join(said))
+        if r.dtype.kind not in "iub" and not n_unw:
+            parts.append(f"; relative error {rel:.3g}")
+            if norm_tol is not None:
+                parts.append(f" (limit {norm_tol:g})")
+        msg = "".join(parts) + "."
+    first = (first_unw + first_bad)[:show] if not ok else []
+    return Comparison(ok, case, rel, n_bad, n_unw, int(g.size), first, msg, first_bad, first_unw)
