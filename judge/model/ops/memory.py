@@ -297,17 +297,24 @@ def _atomic_addresses(m, addr_op, space, mask, ins):
     return lanes, space, a
 
 
+def _atomic_shared_words(m, a, lanes, w, ins):
+    """The shared (or cluster-shared) words an atomic of w bytes at a touches for `lanes`: checked as a read
+    and, across blocks, as an atomic access. Returns (block, byte offset, words)."""
+    cta, off = m.smem_split(a, lanes, ins, cluster_ok=True)
+    checks.check_smem_range(m, off, w, lanes, ins)
+    words = m.words_of(off, w)
+    checks.check_read(m, cta, words, lanes, ins)
+    if m.ncta > 1:
+        checks.check_cross(m, cta, words, lanes, ins, atomic=True)
+    return cta, off, words
+
+
 def _atomic_bytes(m, sp, a, t, w, ins):
     """An atomic's w bytes at address a of lane t (shared: checked as a read and, across blocks, as an atomic
     access): (the bytes, a function writing the new bytes back as lane t's atomic write)."""
     one = np.array([t])
     if sp in ("shared", "shared::cluster"):
-        cta, off = m.smem_split(a, one, ins, cluster_ok=True)
-        checks.check_smem_range(m, off, w, one, ins)
-        words = m.words_of(off, w)
-        checks.check_read(m, cta, words, one, ins)
-        if m.ncta > 1:
-            checks.check_cross(m, cta, words, one, ins, atomic=True)
+        cta, off, words = _atomic_shared_words(m, a, one, w, ins)
         c, o, wd = int(cta[0]), int(off[0]), words[0]
 
         def put(nb):
@@ -377,12 +384,7 @@ def _int_adds(m, sp, a, lanes, b, ty, w, ins):
         cur = np.ascontiguousarray(m.gload(a, w, lanes, ins)).view(u).reshape(-1)
         key = a[lanes].astype(np.int64)
     else:
-        cta, off = m.smem_split(a, lanes, ins, cluster_ok=True)
-        checks.check_smem_range(m, off, w, lanes, ins)
-        words = m.words_of(off, w)
-        checks.check_read(m, cta, words, lanes, ins)
-        if m.ncta > 1:
-            checks.check_cross(m, cta, words, lanes, ins, atomic=True)
+        cta, off, words = _atomic_shared_words(m, a, lanes, w, ins)
         cur = np.ascontiguousarray(m.sm[cta[:, None], off[:, None] + np.arange(w)]).view(u).reshape(-1)
         key = cta.astype(np.int64) * (1 << 40) + off.astype(np.int64)
     x = np.asarray(b[lanes]).astype(DT[ty]).view(u) if np.dtype(DT[ty]).itemsize == w else \
