@@ -475,6 +475,20 @@ def check_overwrite(m, cta, words, thr, ins, what):
         check_bulk_waited(m, cta, words, thr, ins, what)
 
 
+def _first_unordered(m, cta, words, T, wt, mask, times):
+    """Of the accesses where `mask` holds (thread T[i, j] to word words[i, j] of block cta[i], after thread
+    wt[i, j] touched it at times[cta, word]), the first that nothing orders after that earlier access
+    (know): (thread, earlier thread, block, word), or None when every one is ordered."""
+    if not mask.any():
+        return None
+    C = np.broadcast_to(cta[:, None], words.shape)
+    ok = know(m, T[mask], wt[mask], times[C[mask], words[mask]])
+    if ok.all():
+        return None
+    k = int(np.argmin(ok))
+    return int(T[mask][k]), int(wt[mask][k]), int(C[mask][k]), int(words[mask][k])
+
+
 def check_bulk_waited(m, cta, words, thr, ins, what):
     """A write into shared words a bulk/TMA store read: the read ended at the covering
     cp.async.bulk.wait_group(.read) of the thread that committed the store (bulk async-groups are per thread,
@@ -483,15 +497,10 @@ def check_bulk_waited(m, cta, words, thr, ins, what):
     the store waits for nothing."""
     wt = m.bulk_waited_t[cta[:, None], words]
     T = np.broadcast_to(thr[:, None], words.shape)
-    hit = (wt >= 0) & (wt != T)
-    if not hit.any():
+    found = _first_unordered(m, cta, words, T, wt, (wt >= 0) & (wt != T), m.bulk_waited_time)
+    if found is None:
         return
-    C = np.broadcast_to(cta[:, None], words.shape)
-    ok = know(m, T[hit], wt[hit], m.bulk_waited_time[C[hit], words[hit]])
-    if ok.all():
-        return
-    k = int(np.argmin(ok))
-    t, w, wd = int(T[hit][k]), int(wt[hit][k]), int(words[hit][k])
+    t, w, _, wd = found
     fail(m, "async-read-overwritten", ins,
          f"{m.tdesc(t)}'s {what} at {m.where(ins)} overwrites shared [0x{4 * wd:x}], which a bulk/TMA store of "
          f"{m.tdesc(w)} reads until that thread's cp.async.bulk.wait_group(.read) covers it; nothing orders that "
@@ -528,14 +537,10 @@ def check_cross(m, cta, words, thr, ins, atomic):
     cross = real & ((np.where(real, wt, 0) // m.nthr_cta) != (T // m.nthr_cta))
     if atomic:
         cross &= ~m.w_atomic[cta[:, None], words]
-    if not cross.any():
+    found = _first_unordered(m, cta, words, T, wt, cross, m.w_time)
+    if found is None:
         return
-    C = np.broadcast_to(cta[:, None], words.shape)
-    ok = know(m, T[cross], wt[cross], m.w_time[C[cross], words[cross]])
-    if ok.all():
-        return
-    k = int(np.argmin(ok))
-    t, w, c, wd = int(T[cross][k]), int(wt[cross][k]), int(C[cross][k]), int(words[cross][k])
+    t, w, c, wd = found
     fail(m, "dsmem-unordered", ins,
               f"{m.tdesc(t)} accesses shared [0x{4 * wd:x}] of block rank {c} at {m.where(ins)}, "
               f"which {m.tdesc(w)} wrote with no cluster barrier (or mbarrier) ordering the two: "
