@@ -11,7 +11,7 @@ Left out, for every exercise: its solution, exercises/*/fixtures/ (the wrong ans
 reject), its reference.py (a rule written for the check alone) and, for a Python exercise, its
 check.py (it computes the answer, or imports it). Also left out: tests/ and .ci/ (they grade the
 fixtures and solutions), lab/ (how figures were found), workspace/, .judge-cache/, .hypothesis/ and other caches,
-.git and virtual environments.
+.git, virtual environments and whatever else git ignores in the instructor's checkout.
 
 In the copy, a Python exercise is graded on its statement's worked examples
 (judge.grading.worked_examples), and the verdict says the full grading is the instructor's; a GPU
@@ -39,10 +39,26 @@ SKIP_TOP = {".git", ".venv", "venv", "workspace", "tests", ".ci", "lab", "build"
 SKIP_ANYWHERE = {"__pycache__", ".ipynb_checkpoints", ".hypothesis", ".pytest_cache", ".ruff_cache"}
 MARK = "RELEASE.md"     # at the top of a learners' copy: judge.grading.grade knows it by this file
 WITHHELD = ("fixtures", "reference.py")    # in every exercise's folder, besides its solution
+
+
+def _git_ignored(root: Path) -> set[Path]:
+    """What git ignores in the instructor's checkout (its .gitignore and .git/info/exclude: scratch folders,
+    venvs, caches), as paths relative to root; empty where root is not a git checkout or git is missing."""
+    import subprocess
+    try:
+        p = subprocess.run(["git", "ls-files", "--others", "--ignored", "--exclude-standard", "--directory"],
+                           cwd=root, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return {Path(line.rstrip("/")) for line in p.stdout.splitlines() if line} if p.returncode == 0 else set()
+
+
 def _ignore(root: Path):
+    ignored = _git_ignored(root)
+
     def ignore(folder, names):
         rel = Path(folder).resolve().relative_to(root)
-        out = {n for n in names if n in SKIP_ANYWHERE or n.endswith(".egg-info")}
+        out = {n for n in names if n in SKIP_ANYWHERE or n.endswith(".egg-info") or rel / n in ignored}
         if rel == Path("."):
             out |= {n for n in names if n in SKIP_TOP}
         if len(rel.parts) == 2 and rel.parts[0] == "exercises":
