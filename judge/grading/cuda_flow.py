@@ -685,7 +685,8 @@ def _measure(b, mod, ex, sub, checked) -> Result:
     cupy.cuda.get_current_stream().synchronize()
     last = (reps - 1) % len(sets)
     sub.progress("checking the output of the timed launches")
-    ref = mod.reference(case, _host(sets[last]))
+    with sub.busy(work="reference"):    # float64 on the CPU, after the launches: at the timing size it takes seconds
+        ref = mod.reference(case, _host(sets[last]))
     tol = tolerance(mod, ex, case)
     for k in ref:
         c = compare.compare(outs[k], ref[k], case=f"{k}, the timed launches at {_case_name(case, seeds[last])}", **tol)
