@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -259,7 +260,12 @@ def model_cases(g: Grading) -> None:
 
 
 def cpu_model(g: Grading) -> None:
-    """Step 5: every model case on the CPU model: a fault is the verdict; else g.model says what ran."""
+    """Step 5: every model case on the CPU model: a fault is the verdict; else g.model says what ran.
+
+    The cases run in lockstep (the runnable threads at the lowest PC together); then the quickest of them runs
+    once more with warps running ahead of each other ([model] ahead, judge.model.scheduler.Ahead, drawn from
+    the case's seed): orders lockstep never produces (one warp's arrivals before another's copies, a consumer
+    far ahead of its producer), which the PTX memory model allows and the hardware may take."""
     if not g.model_cases:
         g.model = ModelOutcome(why="no case for the CPU model")
         return
@@ -271,65 +277,87 @@ def cpu_model(g: Grading) -> None:
     if not model.available():
         g.model = ModelOutcome(why="no CPU model in this installation")
         return
-    from judge.gpu import launch as _launch
     b = g.build.for_model(**model_options(g.check, g.ex))
-    done = []
+    done, took = [], []
     for i, case in enumerate(g.model_cases):
         g.sub.progress(f"CPU model of the async machine: case {i + 1}/{len(g.model_cases)} ({_case_name(case)})")
-        try:
-            with g.sub.busy(work="model"):               # the model's step budget bounds a kernel's endless loop
-                ran = model_case(b, g.check, g.ex, case)
-        except CheckDefect:
-            raise
-        except model.Unsupported as e:
-            g.checked.append(f"the CPU model cannot run this kernel ({e}); not checked by it")
-            g.model = ModelOutcome(why=f"it cannot run this kernel ({e})")
+        t0 = time.perf_counter()
+        ran = _model_run(g, b, case, "")
+        if ran is None:
             return
-        except model.Violation as e:
-            if e.rule == "trap":                          # __trap(), a failed device-side assert
-                g.stop(Verdict.CRASH, f"{e.message} (at {e.where}; case {_case_name(case)})",
-                       details=["on a GPU the launch fails (CUDA_ERROR_LAUNCH_FAILED / device-side assert "
-                                "triggered) and the process's context is lost: fix the condition the "
-                                "assert checks, for this case"])
-                return
-            g.stop(Verdict.WRONG, str(e),
-                   details=[f"case {_case_name(case)}; found by the CPU model of the machine, which "
-                            "delivers every asynchronous copy at the last moment the rules allow and "
-                            "orders memory only as the PTX ISA does: the race is real even if a GPU "
-                            "usually gives the right numbers"])
-            return
-        except model.Hang as e:
-            lines = str(e).splitlines()
-            g.result = Result(Verdict.HANG, lines[0], details=[f"case {_case_name(case)}"] + lines[1:],
-                              checked=g.checked)
-            return
-        except _launch.LaunchError as e:           # a shape the hardware refuses is refused everywhere
-            g.stop(Verdict.WRONG, str(e))
-            return
-        except Exception as e:  # noqa: BLE001 - a gap in the model is never the learner's fault
-            g.checked.append(f"the CPU model could not run this kernel ({type(e).__name__}: {e}); "
-                             "not checked by it")
-            g.model = ModelOutcome(why=f"it could not run this kernel ({type(e).__name__}: {e})")
-            return
-        bad = _first_failure(ran.comparisons)
-        if bad is not None:
-            g.stop(Verdict.WRONG, bad.message,
-                   details=["on the CPU model of the machine (asynchronous copies land as late as the "
-                            "rules allow, shared memory a stage releases is poisoned)"]
-                   + _printed(getattr(ran.report, "printed", None)))
-            return
-        counts = getattr(ran.report, "counts", {}) or {}
-        unused = (_unused_features(g.ex, counts, case, g.check.work(case) if hasattr(g.check, "work") else None)
-                  or _bypassed(g.ex, counts))
-        if unused:
-            g.stop(Verdict.MISSING_FEATURE, unused,
-                   details=[f"case {_case_name(case)}; the instruction is in the SASS, but the work does "
-                            "not go through it: counted by the CPU model while it ran your kernel"])
-            return
+        took.append(time.perf_counter() - t0)
         done.append(ran)
+    again = ""
+    if g.ex.model.ahead:
+        case = g.model_cases[int(np.argmin(took))]
+        g.sub.progress(f"CPU model of the async machine: {_case_name(case)} again, warps running ahead of each other")
+        ran = _model_run(g, b.for_model(schedule="ahead"), case, " (warps running ahead of each other)")
+        if ran is None:
+            return
+        ran.note = (ran.note + "; " if ran.note else "") + "again, warps running ahead of each other"
+        done.append(ran)
+        again = ", the quickest once more with warps running ahead of each other"
     g.model = ModelOutcome(verdict="correct", cases=done)
-    g.checked.append(f"correct under the CPU model of the async machine on {len(done)} case(s) drawn for "
-                     f"this run: {g.model.ran()}")
+    g.checked.append(f"correct under the CPU model of the async machine on {len(took)} case(s) drawn for "
+                     f"this run{again}: {g.model.ran()}")
+
+
+def _model_run(g: Grading, b, case, how: str):
+    """One model case (model_case); a fault, a wrong output or a bypassed feature stops the grading with its
+    verdict (None returned, g.result or g.model set), else the case's ModelCase. `how` names the schedule."""
+    from judge import model
+    from judge.gpu import launch as _launch
+    name = _case_name(case) + how
+    try:
+        with g.sub.busy(work="model"):               # the model's step budget bounds a kernel's endless loop
+            ran = model_case(b, g.check, g.ex, case)
+    except CheckDefect:
+        raise
+    except model.Unsupported as e:
+        g.checked.append(f"the CPU model cannot run this kernel ({e}); not checked by it")
+        g.model = ModelOutcome(why=f"it cannot run this kernel ({e})")
+        return None
+    except model.Violation as e:
+        if e.rule == "trap":                          # __trap(), a failed device-side assert
+            g.stop(Verdict.CRASH, f"{e.message} (at {e.where}; case {name})",
+                   details=["on a GPU the launch fails (CUDA_ERROR_LAUNCH_FAILED / device-side assert "
+                            "triggered) and the process's context is lost: fix the condition the "
+                            "assert checks, for this case"])
+            return None
+        g.stop(Verdict.WRONG, str(e),
+               details=[f"case {name}; found by the CPU model of the machine, which "
+                        "delivers every asynchronous copy at the last moment the rules allow and "
+                        "orders memory only as the PTX ISA does: the race is real even if a GPU "
+                        "usually gives the right numbers"])
+        return None
+    except model.Hang as e:
+        lines = str(e).splitlines()
+        g.result = Result(Verdict.HANG, lines[0], details=[f"case {name}"] + lines[1:], checked=g.checked)
+        return None
+    except _launch.LaunchError as e:           # a shape the hardware refuses is refused everywhere
+        g.stop(Verdict.WRONG, str(e))
+        return None
+    except Exception as e:  # noqa: BLE001 - a gap in the model is never the learner's fault
+        g.checked.append(f"the CPU model could not run this kernel ({type(e).__name__}: {e}); "
+                         "not checked by it")
+        g.model = ModelOutcome(why=f"it could not run this kernel ({type(e).__name__}: {e})")
+        return None
+    bad = _first_failure(ran.comparisons)
+    if bad is not None:
+        g.stop(Verdict.WRONG, bad.message,
+               details=[f"case {name}, on the CPU model of the machine (asynchronous copies land as late as the "
+                        "rules allow, shared memory a stage releases is poisoned)"]
+               + _printed(getattr(ran.report, "printed", None)))
+        return None
+    counts = getattr(ran.report, "counts", {}) or {}
+    unused = (_unused_features(g.ex, counts, case, g.check.work(case) if hasattr(g.check, "work") else None)
+              or _bypassed(g.ex, counts))
+    if unused:
+        g.stop(Verdict.MISSING_FEATURE, unused,
+               details=[f"case {name}; the instruction is in the SASS, but the work does "
+                        "not go through it: counted by the CPU model while it ran your kernel"])
+        return None
+    return ran
 
 
 def sass_rules(g: Grading) -> None:

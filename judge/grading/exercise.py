@@ -91,6 +91,7 @@ class ModelRun:
     """[model]: how the CPU model runs a GPU exercise's cases beyond their launch."""
     max_blocks: int = 0          # above this many blocks, a random sample of whole clusters (needs check.owned)
     sms: int = 132               # %nsmid the kernel reads (the target GPU's SM count: an H200 has 132)
+    ahead: bool = True           # the quickest case once more with warps running ahead of each other
 
 
 # -- the domain of a GPU exercise (judge.grading.domain draws the CPU model's cases from it) --

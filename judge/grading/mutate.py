@@ -35,7 +35,8 @@ EXPLAINED = config.ROOT / "docs" / "mutations.toml"
 KILLED = ("WRONG", "HANG", "CRASH", "MISSING FEATURE")
 
 #: the exercises a run covers by default: every GPU exercise with a [domain]
-GPU_EXERCISES = ["cp_async_sgemm", "tma_tiles", "dsmem_histogram", "ws_gemm", "tcgen05_gemm", "tcgen05_ring"]
+GPU_EXERCISES = ["cp_async_sgemm", "tma_tiles", "dsmem_histogram", "ws_gemm", "tcgen05_gemm", "tcgen05_ring",
+                 "attention_softmax"]
 
 _DIMS = ("M", "N", "K", "m", "n", "k", "rows", "cols")
 

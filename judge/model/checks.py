@@ -78,6 +78,11 @@ RULES: dict[str, Rule] = {
                                   "a thread must wait (cp.async.bulk.wait_group.read) until its bulk/TMA "
                                   "stores have read their shared memory before the block's shared memory "
                                   "is released at exit"),
+    "exit-before-tma-load": Rule("cp.async.bulk.tensor / cp.async.bulk: completion mechanism "
+                                 "(mbarrier::complete_tx::bytes); Memory Hierarchy: shared memory",
+                                 "a block's shared memory is released when its last thread exits: a TMA "
+                                 "(bulk) load into it must be known complete first, by a wait that "
+                                 "observes the mbarrier phase its bytes complete (or a later one)"),
     "global-bounds": Rule("State Spaces: Global State Space",
                           "a global access must lie inside memory the kernel was given"),
     "mapa-address": Rule("Data Movement and Conversion Instructions: mapa",

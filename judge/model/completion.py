@@ -133,6 +133,10 @@ def phase_completed(m, mb, ins):
         m.w_thread[ld["cta"], w] = mb.col
         m.w_time[ld["cta"], w] = m.gtime
         m.w_group[ld["cta"], w] = done_phase
+    if loads:                                    # known complete only to a wait that observes this phase
+        mb.tma_phase = done_phase
+        w = loads[0]["words"]
+        mb.tma_pc = int(m.w_pc[loads[0]["cta"], w[0]]) if len(w) else m.cur_pc
     m.event("phase", mbarrier=f"0x{mb.off:x}", block=mb.cta, completed=done_phase, tma_loads=len(loads))
     for t in mb.waiters:
         m.blocked[t] = False

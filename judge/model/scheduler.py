@@ -338,6 +338,37 @@ def finish(m):
         if not b["done"]:
             completion.bulk_complete(m, b, m.k.code[-1])
 
+def _tma_loads_known_complete(m, c, ins):
+    """Block c's last thread exits: every TMA (bulk) load into its shared memory must be known complete, by a
+    wait of the block that observed the mbarrier phase its bytes complete (or a later phase of it). A load
+    whose phase no wait observed may, on the GPU, still be writing shared memory that now belongs to the
+    next block on the SM (rule exit-before-tma-load)."""
+    if getattr(m, "tma_exit_checked", None) is None:
+        m.tma_exit_checked = set()
+    if c in m.tma_exit_checked:
+        return
+    m.tma_exit_checked.add(c)
+    late = [ld for ld in m.tma_loads if ld["cta"] == c and "land" not in ld]
+    if late:
+        w = late[0]["words"]
+        pc = int(m.w_pc[c, w[0]]) if len(w) else m.cur_pc
+        checks.fail(m, "exit-before-tma-load", ins,
+                    f"block rank {c} exits at {m.where(ins)} while the TMA load issued at "
+                    f"{m.where(m.k.code[pc])} has not completed: its mbarrier "
+                    f"{m.mbar_name(late[0]['mb'].off)} still waits for bytes or arrivals. A block's shared memory "
+                    f"is released at exit; issue only the loads some thread will wait for")
+        return
+    for (cta, off), mb in m.mbars.items():
+        if cta == c and getattr(mb, "tma_phase", -1) > getattr(mb, "observed", -1):
+            checks.fail(m, "exit-before-tma-load", ins,
+                        f"block rank {c} exits at {m.where(ins)} with no wait having observed phase "
+                        f"{mb.tma_phase} of {m.mbar_name(off)}, which completes the TMA load issued at "
+                        f"{m.where(m.k.code[mb.tma_pc])}: nothing tells the block that load has finished "
+                        f"writing its shared memory, which is released at exit. Issue only the loads some "
+                        f"thread will wait for (or wait for the last one before exiting)")
+            return
+
+
 def on_exit(m, mask, ins):
     """Threads in mask exited: a block's shared memory goes with its last thread; barriers stop waiting for them."""
     ts = np.nonzero(mask)[0]
@@ -358,6 +389,10 @@ def on_exit(m, mask, ins):
                           f"peers still read or write its shared memory (DSMEM), and then the access "
                           f"faults. End with cluster.sync() so that no block leaves before its peers "
                           f"are done with it")
+    for c in np.unique(m.cta[ts]):
+        rows = np.arange(c * m.nthr_cta, (c + 1) * m.nthr_cta)
+        if not m.alive[rows].any():
+            _tma_loads_known_complete(m, int(c), ins)
     for b in list(m.bulk):
         if b["thread"] in set(ts.tolist()) and not b["read"]:
             checks.fail(m, "exit-before-bulk-read", ins,

@@ -141,3 +141,15 @@ def test_a_correct_kernel_with_its_own_block_order_passes_on_a_sampled_grid(tmp_
         os.environ.pop(domain.SEED_VAR)
     assert r.verdict.value in ("PASS", "SKIP"), (r.verdict, r.message)
     assert any("random sample" in c for c in r.checked), r.checked
+
+
+def test_a_check_runs_its_quickest_case_again_with_warps_running_ahead():
+    # lockstep never lets one warp's arrivals all come before another's copies; [model] ahead (the default)
+    # runs the quickest case once more under judge.model.scheduler.Ahead, and the result says so
+    from judge.grading import exercise, grade
+    ex = next(e for e in exercise.all_exercises() if e.id == "tma_tiles")
+    assert ex.model.ahead
+    r = grade.check(ex.id, ex.solution_path, quiet=True)
+    line = next(c for c in r.checked if c.startswith("correct under the CPU model"))
+    assert "the quickest once more with warps running ahead of each other" in line
+    assert "again, warps running ahead of each other" in line

@@ -51,7 +51,13 @@ def test_a_ping_pong_turn_never_given_is_a_hang_on_the_cpu_model():
 ])
 def test_a_broken_rung2_fails_on_the_cpu_model(what, old, new, causal):
     # two full key blocks: the maximum grows in the second for about half the rows, by a share of |O|
-    co, cl = attention.model_check(RUNG2, 1, 1, 256, 64, causal, build=_variant(old, new))
+    try:
+        co, cl = attention.model_check(RUNG2, 1, 1, 256, 64, causal, build=_variant(old, new))
+    except Violation as e:
+        # a key block never read was still loaded (the ring runs one block ahead): the block exits with that
+        # TMA load unobserved, and the model names the rule before any output is compared
+        assert e.rule == "exit-before-tma-load" and "never read" in what, (what, e)
+        return
     assert not (co.ok and cl.ok), f"{what}: passed the float64 check"
 
 
