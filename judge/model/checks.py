@@ -154,6 +154,10 @@ RULES: dict[str, Rule] = {
                                  "tcgen05.relinquish_alloc_permit"),
     "tcgen05-dealloc": Rule("9.7.16.7.1 tcgen05.dealloc",
                             "taddr must point to a previous allocation, freed with its column count"),
+    "tcgen05-commit-at-exit": Rule("9.7.16.12.1 tcgen05.commit; Memory Hierarchy: shared memory",
+                                   "tcgen05.commit's arrival on an mbarrier is an asynchronous write to the "
+                                   "shared memory that holds it: a block may exit only once every commit that "
+                                   "arrives there is known to have arrived (a wait observed its phase)"),
     "tcgen05-leak": Rule("9.7.16.7.1 tcgen05.alloc",
                          "all tensor memory allocated with tcgen05.alloc must be deallocated with tcgen05.dealloc "
                          "before the kernel exits"),

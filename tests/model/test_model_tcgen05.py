@@ -101,6 +101,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) probe(const uint4* img, int
 #if MISTAKE != 10
     asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];" :: "r"(smem_addr(&done)) : "memory");
 #endif
+#if MISTAKE == 25
+    asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];" :: "r"(smem_addr(&done)) : "memory");
+#endif                                          // a second commit, whose arrival no wait observes before exit
   }
 #if MISTAKE == 10
   __syncthreads();                              // no commit, no wait
@@ -282,7 +285,7 @@ def test_the_output_carries_tensor_memory_only_when_it_comes_from_tcgen05_ld():
     (5, "tcgen05-uniform"), (6, "tcgen05-lane-quarter"), (7, "tcgen05-fence-after"), (8, "tcgen05-visibility"),
     (9, "tcgen05-dealloc-order"), (10, "tcgen05-ld-in-flight"), (11, "tcgen05-dealloc"), (13, "tcgen05-unallocated"),
     (14, "tcgen05-alloc-grows"), (17, "proxy-fence"), (18, "tcgen05-wait-st"), (20, "tcgen05-mma-overwrite"),
-    (22, "tcgen05-alloc-size"), (23, "tcgen05-mma-address"),
+    (22, "tcgen05-alloc-size"), (23, "tcgen05-mma-address"), (25, "tcgen05-commit-at-exit"),
 ])
 def test_each_broken_rule_is_a_violation_naming_it(mistake, rule):
     with pytest.raises(model.Violation) as e:
@@ -372,3 +375,4 @@ def test_the_exercise_runs_on_the_model_well_within_five_seconds():
         ref = chk.reference(case, ins)["c"]
         assert np.abs(outs["c"] - ref).max() <= chk.tolerance(case)["atol"]
     assert seconds < 5.0
+
