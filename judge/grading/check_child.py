@@ -6,8 +6,8 @@ judge.grading.learner_process, that does not inherit it). Progress goes on the s
 line opening with the run's secret (it came on stdin, never in argv or the environment):
 
     <secret> P <text>      progress (resets judge.grading.check_process's watchdog, shown to the learner)
-    <secret> B [<work>]    a heartbeat: a call into the learner's code came back, or the grader's own
-                           work is still going (Submission.busy), named: "compile" (NVRTC), "model"
+    <secret> B             a heartbeat: a call into the learner's code came back, or the grader's own
+                           work (compiling, the CPU model) is still going (Submission.busy)
     <secret> R <json>      the Result (it counts only if this process then exits with status 0)
 
 Before it starts a learner process, this process makes itself non-dumpable on Linux
@@ -48,11 +48,11 @@ class Channel:
     def progress(self, text: str) -> None:
         self._send("P " + str(text))
 
-    def heartbeat(self, work: str = "") -> None:
+    def heartbeat(self) -> None:
         now = time.monotonic()
         if now - self._last_beat > 0.5:
             self._last_beat = now
-            self._send("B " + work if work else "B")
+            self._send("B")
 
     def result(self, r) -> None:
         self._send("R " + r.to_json())
@@ -85,11 +85,7 @@ def main(argv: list[str]) -> int:
             ex = exercise.get(req["exercise"])
             sub = submission.Submission(ex, Path(req["file"]), Path(req["figures"]),
                                         call_limit=req.get("call_limit"))
-            if not (ex.folder / "check.py").is_file() and not ex.needs_gpu:   # a learners' release: no answer here
-                from judge.grading import worked_examples
-                result = worked_examples.check(sub)
-            else:
-                result = exercise.grader(ex)(sub)
+            result = exercise.grader(ex)(sub)
     except Stop as s:
         result = s.result
     except sandbox.Ended as e:              # the learner's process hung or died
@@ -110,7 +106,8 @@ def main(argv: list[str]) -> int:
         result = Result(Verdict.CRASH, f"the check returned {type(result).__name__}, not a Result")
     learner = getattr(sub, "_learner", None)
     if learner is not None and learner.best_effort:
-        result.details = list(result.details) + [BEST_EFFORT.format(why=learner.best_effort_why)]
+        why = learner.isolation[len("best effort on this system ("):-1]
+        result.details = list(result.details) + [BEST_EFFORT.format(why=why)]
     chan.result(result)
     return 0
 
