@@ -1,7 +1,7 @@
 """Display helpers for the notebooks: source with highlighting, SASS excerpts, tables.
 
     from judge import show
-    show.source("chapters/01_cp_async/sgemm_cp_async.cu", lines=(10, 40))
+    show.source("chapters/ch01_cp_async/sgemm_cp_async.cu", lines=(10, 40))
     show.sass(b, "sgemm_cp_async", features=["cp.async", "cp.async.wait"])
     show.table([{"kernel": "sync", "TFLOPS": 35.7}, ...])
 

@@ -52,7 +52,7 @@ def graded_here(ex_id, file, *, drawn_only=False, seed=1):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(flow.SEED_ENV, str(seed))
-        mp.setattr(flow, "BUDGET_S", 60.0)
+        mp.setenv(flow.BUDGET_ENV, "60")
         if drawn_only:
             mp.setattr(flow, "run", drawn)
         try:

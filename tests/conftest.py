@@ -15,19 +15,17 @@ and message as they are (the chapters' notebooks, collected outside tests/, run 
                            with a budget of 60 s (tests/checking.py), and the flow's budget itself at its
                            default (tests/grading/test_cpu_flow.py sets it back for its module).
   JUDGE_FIGURES=0          pipeline_timeline's check draws no timeline; the tests of the figure set
-                           JUDGE_FIGURES=1 (tests/chapters/test_pipeline_timeline.py, tests/grading/test_sandbox.py).
+                           JUDGE_FIGURES=1 (tests/exercises/test_pipeline_timeline.py, tests/grading/test_sandbox.py).
 The variables are set per test module, before its module-scoped fixtures, so that the child processes of
 every grading inherit them.
 """
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parent.parent      # importable: pyproject's pytest pythonpath names it
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 

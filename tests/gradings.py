@@ -4,9 +4,9 @@
         r = shared_gradings.check("mx_quantize", path)            # grade.check(id, path, quiet=True, timeout=None)
 
 Several modules grade the same files under the same settings: every fixture's verdict is
-tests/grading/test_exercises.py's (and test_exercise_kernels.py's), and chapter modules read the messages
-of some of the same fixtures (tests/chapters/test_ch05_exercises.py, test_exercises_ch2.py,
-test_ch04_cpu.py). Such a file is graded once, by judge.grading.grade.check as before, and every test
+tests/grading/test_exercises.py's (and test_exercise_kernels.py's), and the modules of tests/exercises/ read the
+messages of some of the same fixtures (test_blackwell_exercises.py, test_tma_exercises.py,
+test_wgmma_cpu_exercises.py). Such a file is graded once, by judge.grading.grade.check as before, and every test
 that asks for it reads that Result, whichever module (and pytest-xdist worker) asked first.
 
 The key: the exercise, the file's path and bytes, the time limit, and every JUDGE_* variable of the

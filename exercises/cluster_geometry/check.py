@@ -14,6 +14,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 
 LAYOUT = json.loads((Path(__file__).with_name("h200_layout.json")).read_text())
@@ -48,10 +49,10 @@ def idle_sms(gpc_sizes, cluster_size, blocks_per_sm):
 def legal_or_reason(got, want):
     """launch_error: None for a legal launch, any non-empty string for an illegal one."""
     if want is None:
-        return None if got is None else f"got {flow._show(got)}, but the launch is legal: return None"
+        return None if got is None else f"got {checks.show(got)}, but the launch is legal: return None"
     if isinstance(got, str) and got.strip():
         return None
-    return f"got {flow._show(got)}, but the launch is illegal ({want}): return a non-empty string saying why"
+    return f"got {checks.show(got)}, but the launch is illegal ({want}): return a non-empty string saying why"
 
 
 def explain_place(call, got, want):
@@ -77,7 +78,7 @@ def explain_fit(call, got, want, fits=None):
     lines = ["a cluster's blocks run at once on ONE GPC: each GPC of n SMs holds floor(n * blocks_per_sm / size) "
              "whole clusters; add over the GPCs"]
     small = sorted({n for n in sizes if n < c})
-    if fits is not None and flow._is_number(fits):
+    if fits is not None and checks.is_number(fits):
         if small and fits == sum((n * b) // c for n in sizes):
             lines.insert(0, f"a GPC with fewer SMs than the cluster has blocks holds none: here the GPCs of {small} "
                             f"SMs hold no cluster of {c}, although at {b} blocks per SM they have "

@@ -38,8 +38,8 @@ def reference(case, ins):
 
 def launch(build, case, ins, outs):
     M, N, K = case["M"], case["N"], case["K"]
-    _launch.launch(build, KERNEL, grid=(N // 128, M // 128), block=(256,), shared_bytes=STAGES * 8192,
-                   args=(np.int32(M), np.int32(N), np.int32(K), ins["A"], ins["B"], outs["C"]))
+    return _launch.launch(build, KERNEL, grid=(N // 128, M // 128), block=(256,), shared_bytes=STAGES * 8192,
+                          args=(np.int32(M), np.int32(N), np.int32(K), ins["A"], ins["B"], outs["C"]))
 
 
 def owned(case, name, ctaids):

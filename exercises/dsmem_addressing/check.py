@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 
 SHIFT, LOW = 24, (1 << 24) - 1
@@ -90,10 +91,10 @@ def barriers_needed(program):
 def _as_marks(got):
     """The learner's dict as {int: set of str} without empty entries, or what is wrong with it."""
     if not isinstance(got, dict):
-        return None, f"expected a dict {{step index: set of 'before'/'after'}}, got {flow._show(got)}"
+        return None, f"expected a dict {{step index: set of 'before'/'after'}}, got {checks.show(got)}"
     out = {}
     for k, v in got.items():
-        if not flow._is_number(k) or not float(k).is_integer():
+        if checks.as_integer(k) is None:
             return None, f"key {k!r} is not a step index"
         if isinstance(v, str) or not isinstance(v, (set, frozenset, list, tuple)):
             return None, f"step {k}: {v!r} is not a set of 'before'/'after'"
@@ -135,7 +136,7 @@ def explain_marks(call, got, want):
 def compare_address(got, want):
     """same(), with addresses written in hex."""
     problem = flow.same(got, want)
-    if problem and flow._is_number(got) and float(got).is_integer() and isinstance(want, int):
+    if problem and checks.as_integer(got) is not None and isinstance(want, int):
         return f"got {int(got):#x}, expected {want:#x}"
     return problem
 
@@ -156,7 +157,7 @@ def explain_mapa(call, got, want):
     lines = [f"the address is {_hex(address)}; the same byte in rank {rank} is {_hex(want)}",
              "mapa REPLACES the top byte (the block's own rank, put there by LEA over SR_CgaCtaId) with the "
              "target rank: (rank << 24) | (address & 0xFFFFFF)"]
-    if flow._is_number(got) and int(got) == (rank << SHIFT) | address and address >> SHIFT:
+    if checks.is_number(got) and int(got) == (rank << SHIFT) | address and address >> SHIFT:
         lines.insert(0, f"you OR-ed the rank into an address whose top byte already holds rank {address >> SHIFT}: "
                         f"that is right only for addresses of the block of rank 0")
     return lines

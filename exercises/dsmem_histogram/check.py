@@ -4,7 +4,7 @@ The engine (judge.grading.cuda_flow.grade) compiles histogram.cu for sm_90a, che
 cluster barrier (UCGABAR_ARV / UCGABAR_WAIT), runs the model cases (drawn per run: n with and without a tail
 n % 4) on the CPU model of the machine (judge.model), then on an H200 every case with fresh random inputs
 against numpy.bincount, exactly, and times the kernel against global atomics
-(chapters/03_clusters/histogram.cu, hist_global) measured in the same run. The model also counts the adds
+(chapters/ch03_clusters/histogram.cu, hist_global) measured in the same run. The model also counts the adds
 that reach a peer block's shared memory through .shared::cluster (exercise.toml [uses]): a histogram that
 never touches a peer is MISSING FEATURE, whatever its SASS shows.
 
@@ -57,9 +57,9 @@ def launch(build, case, ins, outs):
     cluster, blocks = plan(build)
     hist = outs["hist"]
     hist[...] = 0
-    _launch.launch(build, KERNEL, grid=(blocks, 1, 1), block=(THREADS, 1, 1),
-                   args=(ins["x"], np.int32(case["n"]), np.int32(case["bins"]), hist),
-                   shared_bytes=4 * (-(-case["bins"] // cluster)), cluster=(cluster, 1, 1))
+    return _launch.launch(build, KERNEL, grid=(blocks, 1, 1), block=(THREADS, 1, 1),
+                          args=(ins["x"], np.int32(case["n"]), np.int32(case["bins"]), hist),
+                          shared_bytes=4 * (-(-case["bins"] // cluster)), cluster=(cluster, 1, 1))
 
 
 def work(case):
@@ -69,7 +69,7 @@ def work(case):
 def baseline(case, ins, outs):
     """One global atomicAdd per element, the same zeroing: the kernel to beat."""
     from judge import gpu
-    b = _build.compile(ROOT / "chapters" / "03_clusters" / "histogram.cu")
+    b = _build.compile(ROOT / "chapters" / "ch03_clusters" / "histogram.cu")
     hist = outs["hist"]
     hist[...] = 0
     _launch.launch(b, "hist_global", grid=(8 * gpu.info().sms, 1, 1), block=(THREADS, 1, 1),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 from judge.hw import pipesim
 
@@ -49,14 +50,14 @@ def _fmt(tiles) -> str:
 def _as_sets(got):
     """The learner's rounds as a list of sets of ints, or what is wrong with them."""
     if isinstance(got, (str, bytes, dict)) or not hasattr(got, "__iter__"):
-        return None, f"returned {flow._show(got, 80)}: expected a list with one set of tiles per round"
+        return None, f"returned {checks.show(got, 80)}: expected a list with one set of tiles per round"
     rounds = []
     for kt, s in enumerate(got):
         if isinstance(s, (str, bytes, dict)) or not hasattr(s, "__iter__"):
-            return None, f"round {kt} holds {flow._show(s, 60)}: expected a set of tiles"
+            return None, f"round {kt} holds {checks.show(s, 60)}: expected a set of tiles"
         s = list(s)
-        if not all(flow._is_number(t) and float(t).is_integer() for t in s):
-            return None, f"round {kt} holds {flow._show(s, 60)}: tiles are ints"
+        if not all(checks.as_integer(t) is not None for t in s):
+            return None, f"round {kt} holds {checks.show(s, 60)}: tiles are ints"
         rounds.append({int(t) for t in s})
     return rounds, None
 

@@ -26,6 +26,7 @@ from collections import Counter
 
 from hypothesis import strategies as st
 
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 from judge.grading.result import Verdict
 
@@ -77,9 +78,9 @@ def received(loads, cluster_size):
 def barrier_outcome(announced, got_bytes):
     """None when every barrier expects what it receives; else (Verdict, why) for the first that does not."""
     if not isinstance(announced, (list, tuple)) or len(announced) != len(got_bytes):
-        return f"expected a list of {len(got_bytes)} byte counts, one per rank, got {flow._show(announced)}"
-    if not all(flow._is_number(a) and float(a).is_integer() for a in announced):
-        return f"every count must be an integer number of bytes, got {flow._show(announced)}"
+        return f"expected a list of {len(got_bytes)} byte counts, one per rank, got {checks.show(announced)}"
+    if not all(checks.as_integer(a) is not None for a in announced):
+        return f"every count must be an integer number of bytes, got {checks.show(announced)}"
     for r, (a, b) in enumerate(zip(announced, got_bytes)):
         if a > b:
             return Verdict.HANG, (f"block rank {r}'s barrier expects {int(a)} bytes but receives {b}: its "
@@ -103,7 +104,7 @@ def _tiles_delivered(loads, cx, cy, a_rows, b_rows, row_bytes):
     """None if every block ends with A{y} and B{x}, every row once; else what is wrong."""
     size = cx * cy
     if not isinstance(loads, (list, tuple)) or not all(isinstance(ld, dict) for ld in loads):
-        return f"gemm_plan must return a list of load dicts, got {flow._show(loads)}"
+        return f"gemm_plan must return a list of load dicts, got {checks.show(loads)}"
     got = [Counter() for _ in range(size)]
     for ld in loads:
         missing = [k for k in ("issuer", "tile", "row", "rows", "bytes", "mask") if k not in ld]

@@ -15,6 +15,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 from judge.hw import formats as F
 
@@ -66,7 +67,7 @@ def _first_difference(name, x, got):
     want = reference(name, x)
     keys = KEYS[name]
     if not isinstance(got, (tuple, list)) or len(got) != len(want):
-        return (f"must return a tuple of {len(want)} ({', '.join(keys)}), got {flow._show(got)}", [])
+        return (f"must return a tuple of {len(want)} ({', '.join(keys)}), got {checks.show(got)}", [])
     # a wrong tensor scale explains wrong block scales, and a wrong block scale wrong elements
     order = sorted(range(len(keys)), key=lambda i: ("tensor_scale", "scales").index(keys[i])
                    if keys[i] in ("tensor_scale", "scales") else 2)
@@ -77,11 +78,11 @@ def _first_difference(name, x, got):
                 how = ("float32(amax / (448 * 6)) with amax over the finite elements" if w != 1 or np.float32(
                     np.max(np.abs(np.where(np.isfinite(x), x, 0))) / 2688.0) == 1 else
                     "1.0, because float32(amax / (448 * 6)) is 0 here (no finite nonzero element, or it underflows)")
-                return (f"tensor_scale {flow._show(g)}, expected {flow._show(w)} = {how}", ["nvfp4"])
+                return (f"tensor_scale {checks.show(g)}, expected {checks.show(w)} = {how}", ["nvfp4"])
             continue
         g = np.asarray(g)
         if g.shape != w.shape or g.dtype.kind not in "iu":
-            return (f"{key} is {flow._show(g, 80)}: expected an integer array of shape {w.shape}", [])
+            return (f"{key} is {checks.show(g, 80)}: expected an integer array of shape {w.shape}", [])
         bad = np.flatnonzero(g.astype(np.int64) != w.astype(np.int64))
         if len(bad):
             j = int(bad[0])

@@ -12,6 +12,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from judge import config
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 from judge.hw import pipesim
 
@@ -71,7 +72,7 @@ def as_schedule(got):
         return None
     out = []
     for tile in got:
-        if not isinstance(tile, (list, tuple)) or len(tile) != 4 or not all(flow._is_number(t) for t in tile):
+        if not isinstance(tile, (list, tuple)) or len(tile) != 4 or not all(checks.is_number(t) for t in tile):
             return None
         out.append(tuple(float(t) for t in tile))
     return out
@@ -84,7 +85,7 @@ def _close(a, b) -> bool:
 def compare_schedule(got, want):
     sched = as_schedule(got)
     if sched is None:
-        return (f"returned {flow._show(got, 80)}: expected a list with one "
+        return (f"returned {checks.show(got, 80)}: expected a list with one "
                 f"(copy_start, copy_end, compute_start, compute_end) tuple of numbers per tile")
     if len(sched) != len(want):
         return f"returned {len(sched)} tiles, expected K = {len(want)}"

@@ -1,7 +1,8 @@
 """check.py - the grader of setmaxnreg_split: python practice/judge.py check setmaxnreg_split
 
 The three functions of the statement are called directly, through the Python flow (judge.grading.cpu_flow),
-and compared with judge.hw.regalloc, where the rules of setmaxnreg are written once (PTX ISA, setmaxnreg):
+and compared with reference.py beside this file, where the rules of setmaxnreg are written once (PTX ISA,
+setmaxnreg; a learners' release leaves it out):
 1. cta_pool on the ladder's launch (384 threads at 168), counts that are not a multiple of 8, the whole
    register file; then launches drawn per run (1-8 warpgroups, any count that launches);
 2. best_split with every argument at its default (the ladder's (40, 232)), then producers keeping 24 or 40,
@@ -18,8 +19,11 @@ import inspect
 
 from hypothesis import strategies as st
 
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
-from judge.hw import regalloc
+from judge.grading import exercise
+
+regalloc = exercise.get("setmaxnreg_split").reference_module()
 
 D = lambda n: [("dec", n)] * 4                     # noqa: E731 - all four warps of a warpgroup .dec to n
 I = lambda n: [("inc", n)] * 4                     # noqa: E731
@@ -116,7 +120,7 @@ OUTCOME_EDGES = [
 
 def validate_outcome(call, got):
     if not isinstance(got, str) or got not in regalloc.VERDICTS:
-        return f"outcome returns one of 'ok', 'hang' or 'illegal', got {flow._show(got)}"
+        return f"outcome returns one of 'ok', 'hang' or 'illegal', got {checks.show(got)}"
     return None
 
 
@@ -224,6 +228,6 @@ FUNCTIONS = [POOL, SPLIT, OUTCOME]
 
 def check(sub):
     return flow.run(sub, FUNCTIONS,
-                    checked=["the rules of setmaxnreg as judge/hw/regalloc.py states them (PTX ISA, setmaxnreg)",
+                    checked=["the rules of setmaxnreg as exercises/setmaxnreg_split/reference.py states them (PTX ISA, setmaxnreg)",
                              "launches, splits and plans drawn per run: 1-8 warpgroups, any count that launches, "
                              "warpgroups in any order, one warp now and then out of step"])

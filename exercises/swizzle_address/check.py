@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from judge import record
 from judge.hw import tma
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 
 SPANS = {"swizzle128": 128, "swizzle64": 64, "swizzle32": 32}
@@ -57,7 +58,7 @@ def _explain(span):
         row, col = call.args
         lines = [f"row {row} starts at byte {row * span}; logical chunk {col // 16} of it belongs in "
                  f"physical chunk {(want - row * span) // 16}: {lines_per_row}"]
-        if flow._is_number(got) and float(got).is_integer():
+        if checks.as_integer(got) is not None:
             g = int(got)
             if row * span <= g < (row + 1) * span:
                 lines.append(f"you put it in physical chunk {(g - row * span) // 16}"

@@ -23,27 +23,11 @@ import math
 import numpy as np
 
 from judge.gpu import launch as _launch
+from judge.hw.formats import from_bf16_bits, to_bf16_bits
 
 KERNEL = "tcgen05_gemm"
 BM, BN, THREADS = 128, 128, 128        # must match the #defines of tcgen05_gemm.cu
 
-# For the CPU model: one tile of one K stage; then two tiles along N and three K stages (K = 192 =
-# 3 x 64): the commit's mbarrier phase flips twice, and the second CTA's tensor memory starts poisoned
-# again. The engine stops at the first case that fails, so a kernel that computes C on the CUDA cores
-# (MISSING FEATURE) costs the model one stage, not three.
-model_cases = [{"m": 128, "n": 128, "k": 64}, {"m": 128, "n": 256, "k": 192}]
-
-
-def to_bf16_bits(x, xp):
-    """float32 -> bf16 bit patterns (uint16), round to nearest even."""
-    u = x.astype(xp.float32).view(xp.uint32)
-    u = u + xp.uint32(0x7FFF) + ((u >> xp.uint32(16)) & xp.uint32(1))
-    return (u >> xp.uint32(16)).astype(xp.uint16)
-
-
-def from_bf16_bits(b) -> np.ndarray:
-    """bf16 bit patterns (uint16, NumPy) -> float64, exactly."""
-    return (np.asarray(b).astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
 
 
 def inputs(case, xp, rng):
@@ -67,8 +51,8 @@ def tolerance(case):
 
 def launch(build, case, ins, outs):
     M, N, K = case["m"], case["n"], case["k"]
-    _launch.launch(build, KERNEL, grid=(N // BN, M // BM, 1), block=(THREADS,),
-                   args=(ins["a"], ins["b"], outs["c"], np.int32(M), np.int32(N), np.int32(K)))
+    return _launch.launch(build, KERNEL, grid=(N // BN, M // BM, 1), block=(THREADS,),
+                          args=(ins["a"], ins["b"], outs["c"], np.int32(M), np.int32(N), np.int32(K)))
 
 
 def work(case):

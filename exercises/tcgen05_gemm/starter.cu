@@ -3,8 +3,8 @@
 // Check: python practice/judge.py check tcgen05_gemm   (compiled for sm_100a and simulated; README.md)
 //
 // C[M][N] (fp32) = A[M][K] (bf16) * B[N][K]^T (bf16), both row-major. One CTA = 4 warps computes a
-// 128 x 128 tile of C; grid = (N / 128, M / 128). The helpers below are given; fill in the parts
-// marked TODO in tcgen05_gemm (chapter 5, "What changes from Hopper", explains each one).
+// 128 x 128 tile of C; grid = (N / 128, M / 128). The helpers are given (judge/include/tcgen05.cuh, namespace
+// tc); fill in the parts marked TODO in tcgen05_gemm (chapter 5, "What changes from Hopper", explains each one).
 
 #define BM 128
 #define BN 128
@@ -13,57 +13,9 @@
 
 typedef unsigned short bf16;   // raw bf16 bits
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-// ---- tensor memory: one whole warp allocates; the address arrives in shared memory
-__device__ __forceinline__ void tmem_alloc(unsigned* dst, unsigned ncols) {
-  asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], %1;"
-               :: "r"(smem_addr(dst)), "r"(ncols) : "memory");
-}
-__device__ __forceinline__ void tmem_relinquish() {
-  asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void tmem_dealloc(unsigned taddr, unsigned ncols) {
-  asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, %1;" :: "r"(taddr), "r"(ncols) : "memory");
-}
-__device__ __forceinline__ void fence_before() { asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory"); }
-__device__ __forceinline__ void fence_after() { asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory"); }
-// ---- mbarrier
-__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
-  asm volatile("{\n .reg .pred done;\nWAIT_%=:\n"
-               " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-               " @!done bra WAIT_%=;\n}" :: "r"(smem_addr(bar)), "r"(parity) : "memory");
-}
-// ---- MMA: issued by ONE thread; D (TMEM) (+)= A (smem) * B (smem)
-__device__ __forceinline__ void mma_bf16(unsigned d_tmem, unsigned long long a, unsigned long long b,
-                                         unsigned idesc, unsigned accumulate) {
-  asm volatile("{\n .reg .pred acc;\n setp.ne.u32 acc, %4, 0;\n"
-               " tcgen05.mma.cta_group::1.kind::f16 [%0], %1, %2, %3, acc;\n}"
-               :: "r"(d_tmem), "l"(a), "l"(b), "r"(idesc), "r"(accumulate) : "memory");
-}
-// The MMAs issued so far by this thread arrive once on `bar` when they have completed.
-__device__ __forceinline__ void mma_commit(unsigned long long* bar) {
-  asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];"
-               :: "r"(smem_addr(bar)) : "memory");
-}
-// ---- TMEM -> registers: 32 lanes (one per thread of the warp) x 8 columns
-__device__ __forceinline__ void tmem_ld8(unsigned taddr, float (&v)[8]) {
-  unsigned r[8];
-  asm volatile("tcgen05.ld.sync.aligned.32x32b.x8.b32 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), "=r"(r[6]), "=r"(r[7])
-               : "r"(taddr));
-  asm volatile("tcgen05.wait::ld.sync.aligned;" ::: "memory");
-  for (int i = 0; i < 8; ++i) v[i] = __uint_as_float(r[i]);
-}
-// ---- descriptors (no swizzle, K-major, 8 x 16-byte core matrices)
-__device__ __forceinline__ unsigned long long smem_desc(const void* start, unsigned lbo, unsigned sbo) {
-  return (unsigned long long)((smem_addr(start) >> 4) & 0x3FFF) | (unsigned long long)((lbo >> 4) & 0x3FFF) << 16
-       | (unsigned long long)((sbo >> 4) & 0x3FFF) << 32 | 1ull << 46;
-}
+#include "tcgen05.cuh"   // given, in judge/include: tc::alloc, tc::relinquish, tc::dealloc, tc::mma_bf16,
+                         // tc::commit, tc::mbar_init / mbar_wait, tc::ld_32x32b_x8 + tc::wait_ld, tc::smem_desc
+
 #define IDESC ((1u << 4) | (1u << 7) | (1u << 10) | ((BN >> 3) << 17) | ((BM >> 4) << 24))
 __device__ __forceinline__ int core_offset(int r, int k) {
   return ((r / 8) * (BK / 8) + k / 8) * 64 + (r % 8) * 8 + (k % 8);
@@ -81,12 +33,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) tcgen05_gemm(
   // TODO 1: allocate TMEM_COLS columns (which threads?), then give up the allocation permit.
   
   if (threadIdx.x == 0) {
-    mbar_init(&mma_done, 1);
+    tc::mbar_init(&mma_done, 1);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   }
-  fence_before();
+  tc::fence_before();
   __syncthreads();
-  fence_after();
+  tc::fence_after();
   const unsigned d_tmem = tmem_base;
 
   unsigned phase = 0;
@@ -100,14 +52,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) tcgen05_gemm(
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
-    fence_after();
+    tc::fence_after();
     // TODO 2: issue the BK / 16 MMAs of this stage (who issues them?), accumulate except at the
     // very first one, then make their completion arrive on mma_done.
-    // A descriptor for K step s: smem_desc(&sA[s * 128], 128, (BK / 8) * 128), same for sB.
+    // A descriptor for K step s: tc::smem_desc(&sA[s * 128], 128, (BK / 8) * 128), same for sB.
     
     // TODO 3: sA and sB are overwritten next: wait until the MMAs reading them have completed.
     
-    fence_after();
+    tc::fence_after();
   }
 
   // TODO 4: the TMEM address of this warp's first lane (lane in bits 31-16, column in 15-0).
@@ -115,10 +67,11 @@ extern "C" __global__ void __launch_bounds__(128, 1) tcgen05_gemm(
   float* crow = C + (size_t)(row0 + 32 * (warp % 4) + lane) * N + col0;
   for (int c = 0; c < BN; c += 8) {
     float v[8];
-    tmem_ld8(my_rows + c, v);
+    tc::ld_32x32b_x8(my_rows + c, v);
+    tc::wait_ld();                       // RULE: registers are valid only after tcgen05.wait::ld
     for (int i = 0; i < 8; ++i) crow[c + i] = v[i];
   }
-  fence_before();
+  tc::fence_before();
   __syncthreads();
   // TODO 5: give the columns back.
   

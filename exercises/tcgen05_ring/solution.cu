@@ -1,7 +1,7 @@
 // tcgen05_ring.cu - complete a warp-specialized tcgen05 GEMM: the commit-released ring and the double-buffered accumulator.
 // judge: target=sm_100a features=tcgen05,tcgen05.commit,tma.load,tmem.ld
 // Check: python practice/judge.py check tcgen05_ring   (compiled for sm_100a and run on the CPU model; README.md)
-// The chapter's kernel is chapters/05_blackwell/gemm_ws.cu; five hand-offs between its roles are marked TODO.
+// The chapter's kernel is chapters/ch05_blackwell/gemm_ws.cu; five hand-offs between its roles are marked TODO.
 //
 //
 // C[M][N] (fp32, row-major) = A[M][K] (bf16, row-major) * B[N][K]^T (bf16, row-major): both operands K-major.
@@ -12,7 +12,8 @@
 //   warp 0, lane 0     PRODUCER: TMA loads of A and B K-slices into a ring of STAGES shared-memory slots.
 //   warp 1             allocates tensor memory (whole warp), then lane 0 is the MMA ISSUER: one thread
 //                      issues every tcgen05.mma of the CTA; warp 1 frees the columns at the end.
-//   warps 2..5         EPILOGUE warpgroup: tensor memory -> registers (tcgen05.ld) -> C in global memory.
+//   warps 2..5         EPILOGUE, four warps (not a warpgroup: a warpgroup starts at a warp rank that is a
+//                      multiple of 4): tensor memory -> registers (tcgen05.ld) -> C in global memory.
 // Barriers (mbarriers in shared memory; everyone tracks its own phase parity):
 //   full[s]       producer's arrive.expect_tx + the TMA bytes        -> the issuer may read slot s
 //   empty[s]      tcgen05.commit after the MMAs that read slot s     -> the producer may refill it
@@ -22,51 +23,8 @@
 // Tensor memory: ACC_BUFS = 2 accumulators of 128 lanes x BN fp32 columns, so the epilogue of tile i
 // (buffer i % 2) runs while the MMAs of tile i + 1 fill the other buffer.
 #include "tma.cuh"
-
-// ---- given helpers (the chapter's tcgen05.cuh, trimmed): inline PTX only
-namespace tc {
-__device__ __forceinline__ unsigned smem(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void alloc(unsigned* dst_smem, unsigned ncols) {
-  asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], %1;" :: "r"(smem(dst_smem)), "r"(ncols) : "memory");
-}
-__device__ __forceinline__ void relinquish() { asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void dealloc(unsigned taddr, unsigned ncols) {
-  asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, %1;" :: "r"(taddr), "r"(ncols) : "memory");
-}
-// Around a thread synchronization (bar.sync, or an mbarrier arrive -> wait): "before" on the side that
-// finished its tcgen05 work, "after" on the side that goes on with tcgen05 work.
-__device__ __forceinline__ void fence_before() { asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory"); }
-__device__ __forceinline__ void fence_after() { asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory"); }
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem(bar)), "r"(count) : "memory");
-}
-// ONE thread issues the MMA for the whole CTA: D[tmem] (+)= A[smem] * B[smem]; accumulate = 0 overwrites D.
-__device__ __forceinline__ void mma_bf16(unsigned d_tmem, unsigned long long a_desc, unsigned long long b_desc,
-                                         unsigned idesc, unsigned accumulate) {
-  asm volatile("{\n .reg .pred acc;\n setp.ne.u32 acc, %4, 0;\n"
-               " tcgen05.mma.cta_group::1.kind::f16 [%0], %1, %2, %3, acc;\n}"
-               :: "r"(d_tmem), "l"(a_desc), "l"(b_desc), "r"(idesc), "r"(accumulate) : "memory");
-}
-// Every tcgen05 operation this thread issued so far arrives ONCE on `bar` when it has completed.
-__device__ __forceinline__ void commit(unsigned long long* bar) {
-  asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];" :: "r"(smem(bar)) : "memory");
-}
-// Warp w reads lanes 32 * (w % 4) .. + 31 (thread t: lane base + t), 8 columns; valid after wait_ld().
-__device__ __forceinline__ void ld_32x32b_x8(unsigned taddr, float (&v)[8]) {
-  unsigned r[8];
-  asm volatile("tcgen05.ld.sync.aligned.32x32b.x8.b32 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), "=r"(r[6]), "=r"(r[7])
-               : "r"(taddr));
-  #pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = __uint_as_float(r[i]);
-}
-__device__ __forceinline__ void wait_ld() { asm volatile("tcgen05.wait::ld.sync.aligned;" ::: "memory"); }
-// kind::f16 instruction descriptor: F32 accumulator, A and B bf16, both K-major, N >> 3, M >> 4.
-__host__ __device__ constexpr unsigned idesc_bf16_f32(unsigned M, unsigned N) {
-  return (1u << 4) | (1u << 7) | (1u << 10) | ((N >> 3) << 17) | ((M >> 4) << 24);
-}
-}  // namespace tc
+#include "tcgen05.cuh"   // given, in judge/include: tc::alloc, tc::mma_bf16, tc::commit, tc::ld_32x32b_x8,
+                         // tc::wait_ld, tc::fence_before / fence_after, tc::desc_sw128, ... (inline PTX only)
 
 #ifndef BN
 #define BN 128          // columns per tile = fp32 TMEM columns per accumulator buffer (N of the MMA)
@@ -86,18 +44,6 @@ __host__ __device__ constexpr unsigned idesc_bf16_f32(unsigned M, unsigned N) {
 #define SMEM_BYTES (STAGES * (A_BYTES + B_BYTES) + 1024 + 256)
 
 typedef unsigned short bf16;
-
-// The descriptor of a K-major bf16 tile written by a TMA box of 64 x rows with the 128B swizzle
-// (PTX ISA 9.7.16.4.1, shared memory descriptor): start >> 4 in bits 0-13, leading byte offset
-// unused for a swizzled K-major operand (16 bytes, field 1), stride byte offset 1024 (8 rows of
-// 128 bytes) in bits 32-45, the fixed 0b001 in bits 46-48, base offset 0 (the slot is 1024-byte
-// aligned), swizzle mode 2 = 128B in bits 61-63. RULE: the TMA swizzle and the descriptor's must be
-// the same, or the MMA reads the wrong elements. A K step of 16 bf16 adds 32 bytes to the start
-// (2 in the >> 4 field); the hardware applies the swizzle to the address bits, so this stays right.
-__device__ __forceinline__ unsigned long long desc_sw128(const void* tile) {
-  return (unsigned long long)((tc::smem(tile) >> 4) & 0x3FFF) | (1ull << 16) | ((1024ull >> 4) << 32) |
-         (1ull << 46) | (2ull << 61);
-}
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) tcgen05_ring(
     const __grid_constant__ TensorMap map_a,   // A: box 64 (K) x BM rows, 128B swizzle
@@ -183,7 +129,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) tcgen05_ring(
         const unsigned char* sa = ring + s * (A_BYTES + B_BYTES);
         #pragma unroll
         for (int k = 0; k < BK / UMMA_K; ++k) {    // + 32 bytes per K step inside the 128-byte span
-          tc::mma_bf16(d, desc_sw128(sa + 32 * k), desc_sw128(sa + A_BYTES + 32 * k), idesc,
+          tc::mma_bf16(d, tc::desc_sw128(sa + 32 * k), tc::desc_sw128(sa + A_BYTES + 32 * k), idesc,
                        (kb > 0 || k > 0) ? 1u : 0u);   // the tile's first MMA overwrites D
         }
         // RULE: the MMAs read slot s asynchronously; the slot is free only when they have

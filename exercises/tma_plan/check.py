@@ -17,6 +17,7 @@ import math
 
 from hypothesis import strategies as st
 
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 from judge.hw import tma, tma_plan
 
@@ -90,11 +91,11 @@ def tiles(draw):
 def _as_plan(got, swizzle):
     """The learner's dict as a judge.hw.tma_plan.Plan, or an error message."""
     if not isinstance(got, dict) or any(k not in got for k in KEYS):
-        return f"expected a dict with keys {', '.join(KEYS)}, got {flow._show(got)}"
+        return f"expected a dict with keys {', '.join(KEYS)}, got {checks.show(got)}"
     try:
         dims, strides, box, copies = ([int(v) for v in got[k]] for k in ("dims", "strides", "box", "copies"))
     except (TypeError, ValueError):
-        return f"dims, strides, box and copies must be lists of integers, got {flow._show(got)}"
+        return f"dims, strides, box and copies must be lists of integers, got {checks.show(got)}"
     if got["dtype"] not in tma.DTYPES:
         return f"dtype {got['dtype']!r} is not a TMA element type ({', '.join(tma.DTYPES)})"
     if not (len(dims) == len(box) == len(copies) == len(strides) + 1):
@@ -135,7 +136,7 @@ def _promised_order(ref, tile, dtype, shape, strides, swz):
     order = tma_plan.simulate(ref)
     want = tma_plan.tile_bytes(tile, dtype, shape, strides, swz)
     if order.size != want.size or set(order.tolist()) != set(want.tolist()):
-        raise flow._JudgeError(f"the reference plan {ref} does not move exactly the tile")
+        raise checks.JudgeError(f"the reference plan {ref} does not move exactly the tile")
     return want if ref.n_copies == 1 else order
 
 

@@ -42,7 +42,7 @@ def _map(arr):
 def launch(build, case, ins, outs):
     rows, cols = case["rows"], case["cols"]
     grid = ((cols + BOX_COLS - 1) // BOX_COLS, (rows + BOX_ROWS - 1) // BOX_ROWS, 1)
-    _launch.launch(build, KERNEL, grid=grid, block=(THREADS,), args=(_map(ins["x"]), _map(outs["y"])))
+    return _launch.launch(build, KERNEL, grid=grid, block=(THREADS,), args=(_map(ins["x"]), _map(outs["y"])))
 
 
 def owned(case, name, ctaids):

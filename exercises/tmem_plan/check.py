@@ -11,12 +11,12 @@ Both functions of the statement are called directly, through the Python flow (ju
    and ones drawn from the run's seed;
 3. ctas_per_sm for every allocation size.
 """
-import numbers
 import random
 
 import numpy as np
 from hypothesis import strategies as st
 
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 from judge.grading.result import Result, Verdict
 from judge.grading.submission import learner_error
@@ -56,13 +56,6 @@ def need(accumulators):
     return alloc
 
 
-def _integer(v):
-    """v as an int if it is an integral number of any type (Python or NumPy), else None."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.integer, np.floating)):
-        return None
-    return int(v) if float(v).is_integer() else None
-
-
 def _steps(alloc, columns, acc):
     steps = [("alloc", 0, alloc), ("relinquish", 0), ("sync",)]
     for name, n, _ in acc:
@@ -80,18 +73,18 @@ def validate_plan(call, p):
     """None when the plan's shape, placement and protocol are right (its size is compared after)."""
     acc = call.args[0]
     if not isinstance(p, dict) or "alloc" not in p or "columns" not in p or not isinstance(p["columns"], dict):
-        return f"plan must return {{'alloc': ncols, 'columns': {{name: [first column, ...]}}}}, got {flow._show(p)}"
-    alloc = _integer(p["alloc"])
+        return f"plan must return {{'alloc': ncols, 'columns': {{name: [first column, ...]}}}}, got {checks.show(p)}"
+    alloc = checks.as_integer(p["alloc"])
     if alloc is None:
-        return f"'alloc' is {flow._show(p['alloc'])}: a number of columns is an integer"
+        return f"'alloc' is {checks.show(p['alloc'])}: a number of columns is an integer"
     columns = {}
     for name, n, b in acc:
         cols = p["columns"].get(name)
         cols = cols.tolist() if isinstance(cols, np.ndarray) and cols.ndim == 1 else cols
-        if not isinstance(cols, (list, tuple)) or len(cols) != b or any(_integer(c) is None for c in cols):
+        if not isinstance(cols, (list, tuple)) or len(cols) != b or any(checks.as_integer(c) is None for c in cols):
             return (f"columns[{name!r}] must list the first column of each of its {b} buffer(s), "
-                    f"got {flow._show(cols)}")
-        columns[name] = [_integer(c) for c in cols]
+                    f"got {checks.show(cols)}")
+        columns[name] = [checks.as_integer(c) for c in cols]
     try:
         tmem.replay(_steps(alloc, columns, acc))
     except tmem.TmemError as e:
@@ -105,7 +98,7 @@ def validate_plan(call, p):
 
 
 def compare_plan(p, want):
-    alloc = _integer(p["alloc"])
+    alloc = checks.as_integer(p["alloc"])
     return None if alloc == want else f"allocates {alloc} columns where {want} suffice"
 
 
@@ -113,7 +106,7 @@ def explain_plan(call, got, want):
     acc = call.args[0]
     out = [f"the buffers take {' + '.join(f'{b} x {n}' for _, n, b in acc)} = {_total(acc)} columns: the smallest "
            f"power of two >= 32 that holds them is {want}"]
-    alloc = _integer(got.get("alloc")) if isinstance(got, dict) else None
+    alloc = checks.as_integer(got.get("alloc")) if isinstance(got, dict) else None
     if alloc and alloc > want:
         out.append(f"an SM's 512 columns then hold {COLUMNS // alloc} such CTA(s) instead of {COLUMNS // want}: "
                    f"a CTA that cannot allocate waits in tcgen05.alloc")
@@ -163,7 +156,7 @@ def check(sub):
             continue
         except Exception as e:  # noqa: BLE001 - the learner's error, reported with its line
             return Result(Verdict.WRONG, learner_error(e, f"plan({acc})"), details=[f"{what}: expected ValueError"])
-        return Result(Verdict.WRONG, f"plan({acc}) returned {flow._show(p)}; {_total(acc)} columns do not fit in "
+        return Result(Verdict.WRONG, f"plan({acc}) returned {checks.show(p)}; {_total(acc)} columns do not fit in "
                                      f"tensor memory's {COLUMNS}: raise ValueError",
                       details=[what, f"seed {seed}: {flow.SEED_ENV}={seed} python practice/judge.py check tmem_plan "
                                      f"replays these inputs"])

@@ -17,6 +17,7 @@ import numbers
 import numpy as np
 from hypothesis import strategies as st
 
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 from judge.hw import mma_layout, umma
 
@@ -96,7 +97,7 @@ def _compare(differs, bits):
     def compare(got, want):
         g = as_int(got)
         if g is None:
-            return (f"got {flow._show(got)}: a descriptor is an integer below 2**{bits} (a Python int or any NumPy "
+            return (f"got {checks.show(got)}: a descriptor is an integer below 2**{bits} (a Python int or any NumPy "
                     f"integer type holding its bits)")
         return None if g == want else differs(g, want)[0]
     return compare

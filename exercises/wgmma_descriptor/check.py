@@ -2,7 +2,7 @@
 
 Both functions are called directly, through the Python flow (judge.grading.cpu_flow), and compared
 bit for bit with judge.hw.wgmma (the PTX ISA's Matrix Descriptor Format, checked against the SASS
-in tests/chapters/test_ch04_cpu.py):
+in tests/hw/test_wgmma.py):
 1. encode() on the statement's fields (every swizzle, base offsets, the largest values), then on
    field sets drawn per run;
 2. tile_descriptor() for every swizzle, slice k = 0..3 and four tile addresses (one above 64 KiB),
@@ -14,6 +14,7 @@ would read from a byte where the tile does not hold it.
 """
 from hypothesis import strategies as st
 
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 from judge.hw import wgmma
 
@@ -61,7 +62,7 @@ def differs(got: int, want: int) -> list[str]:
 def compare(got, want):
     g = as_descriptor(got)
     if g is None:
-        return (f"got {flow._show(got)}: a descriptor is an integer below 2**64 (a Python int or any NumPy integer "
+        return (f"got {checks.show(got)}: a descriptor is an integer below 2**64 (a Python int or any NumPy integer "
                 f"type holding its 64 bits)")
     return None if g == want else differs(g, want)[0]
 

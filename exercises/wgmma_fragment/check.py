@@ -2,7 +2,7 @@
 
 coord() and owner() are called directly, through the Python flow (judge.grading.cpu_flow), and
 compared with judge.hw.wgmma.fragment_coord / fragment_owner (the PTX ISA's figure, checked against
-CuTe's CLayout_64xN in tests/chapters/test_ch04_cpu.py): first every register and element of N = 16 (the
+CuTe's CLayout_64xN in tests/hw/test_wgmma.py): first every register and element of N = 16 (the
 statement's drawing), N = 24 (an N that is not a power of two) and the corners of N = 8 and 256,
 then (thread, register, N) and (row, column, N) drawn per run over every legal N = 8, 16, ..., 256.
 A failure names the call, what came back, what was expected, and which part of the rule (warp

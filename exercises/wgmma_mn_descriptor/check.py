@@ -1,8 +1,9 @@
 """Grader of wgmma_mn_descriptor: python practice/judge.py check wgmma_mn_descriptor
 
 Both functions are called through the Python flow (judge.grading.cpu_flow) and compared with
-judge.hw.wgmma (mnmajor_slice_descriptor and operand_address with major "MN": the PTX ISA's descriptor
-format and canonical MN-major layouts; tests/chapters/test_ch04_mn_descriptor.py holds them to
+reference.py beside this file (mnmajor_slice_descriptor, assembled from judge.hw.wgmma's parts, and
+judge.hw.wgmma.operand_address with major "MN": the PTX ISA's descriptor
+format and canonical MN-major layouts; tests/chapters/ch04_wgmma/test_mn_descriptor.py holds them to
 gemm_mn_major.cu's desc_b_nmajor and to where TMA puts each element):
 1. nmajor_slice_descriptor() on listed tiles, in four groups, each with what it is there for:
      the statement's tiles   every swizzle x k = 0..3 at 0x400: the strides' roles, SBO's size, the
@@ -26,8 +27,13 @@ import numbers
 import numpy as np
 from hypothesis import strategies as st
 
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 from judge.hw import mma_layout, wgmma
+
+from judge.grading import exercise
+
+mn_ref = exercise.get("wgmma_mn_descriptor").reference_module()   # the exercise's reference rules
 
 SWIZZLES = ("128B", "64B", "32B")
 SMEM = 228 * 1024                          # Hopper's shared memory per SM
@@ -36,7 +42,7 @@ K_ROWS = 64                                # the tile's k-rows (four k16 slices)
 
 def descriptor_reference(start, swizzle, k, n=128):
     """Slice k of the N-major 64 x n bf16 tile at `start`, its swizzle pattern starting there."""
-    return wgmma.mnmajor_slice_descriptor(start, swizzle, k, rows=n, k_elems=K_ROWS)
+    return mn_ref.mnmajor_slice_descriptor(start, swizzle, k, rows=n, k_elems=K_ROWS)
 
 
 def byte_reference(desc, n, k):
@@ -71,7 +77,7 @@ def differs(got: int, want: int) -> list[str]:
 def compare_descriptor(got, want):
     g = as_descriptor(got)
     if g is None:
-        return (f"got {flow._show(got)}: a descriptor is an integer below 2**64 (a Python int or any NumPy integer "
+        return (f"got {checks.show(got)}: a descriptor is an integer below 2**64 (a Python int or any NumPy integer "
                 f"type holding its 64 bits)")
     return None if g == want else differs(g, want)[0]
 
@@ -143,14 +149,14 @@ def _is_int(v) -> bool:
 
 def compare_byte(got, want):
     if not _is_int(got):
-        return f"got {flow._show(got)}: an address is an integer (a Python int or any NumPy integer type)"
+        return f"got {checks.show(got)}: an address is an integer (a Python int or any NumPy integer type)"
     return None if int(got) == want else f"got {int(got):#x}, expected {want:#x}"
 
 
 def byte_why(call, got, want):
     desc, n, k = call.args[:3]
     d = wgmma.decode(desc)
-    s = wgmma.mnmajor_read_steps(desc, n, k)
+    s = mn_ref.mnmajor_read_steps(desc, n, k)
     out = [f"desc = {desc:#018x}: start {d.start:#x}, LBO {d.lbo}, SBO {d.sbo}, base offset {d.base_offset}, "
            f"layout {wgmma.SWIZZLE_MODE[d.swizzle]} ({d.swizzle})",
            f"B[{k}][{n}]: block {s['block']} x LBO {s['lbo']} + group {s['group']} x SBO {s['sbo']} + "
@@ -185,7 +191,7 @@ def _points(draw):
     k_rows = draw(st.sampled_from((16, 32, 64, 64, 128)))        # box height: LBO = k_rows x span
     start = 128 * draw(st.integers(0, (SMEM - tile_bytes(n_tile, k_rows)) // 128))
     ks = draw(st.integers(0, k_rows // 16 - 1))
-    desc = wgmma.mnmajor_slice_descriptor(start, sw, ks, rows=n_tile, k_elems=k_rows)
+    desc = mn_ref.mnmajor_slice_descriptor(start, sw, ks, rows=n_tile, k_elems=k_rows)
     return (desc, draw(st.integers(0, n_tile - 1)), draw(st.integers(0, 15)))
 
 

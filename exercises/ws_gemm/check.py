@@ -15,8 +15,9 @@ is this exercise's own:
   * the compile-log rules are exercise.toml's [log] (C7508: setmaxnreg ignored; C7515: wgmma
     serialized; both MISSING FEATURE); the engine's SASS rule catches a TMA store with no
     async-proxy fence after the tile's shared-memory stores (WRONG, named).
-  * the CPU model of the machine (judge.model) runs exercise.toml's model cases, drawn per run (a
-    ring that wraps with a K tail; a K under one slice): it finds a ring that never turns (HANG),
+  * the CPU model of the machine (judge.model) runs cases drawn per run from exercise.toml's
+    [domain] (judge.grading.domain: every residue of the ring, each slot used three times, tails
+    in every dimension on several blocks each way, a K under one slice): it finds a ring that never turns (HANG),
     wrong rows and a dropped K tail (WRONG), setmaxnreg not executed by a whole warpgroup (HANG);
     work skipped on later launches shows only in the timed runs, on an H200.
 """
@@ -27,6 +28,7 @@ import math
 import numpy as np
 
 from judge.gpu import launch as _launch
+from judge.hw.formats import from_bf16_bits, to_bf16_bits
 from judge.hw import tma
 
 KERNEL = "ws_gemm"
@@ -34,33 +36,12 @@ BM, BN, BK, STAGES, THREADS = 128, 256, 64, 4, 384       # must match the #defin
 SHARED_BYTES = STAGES * (BM + BN) * BK * 2 + 2 * 64 * 128 * 2 + 1024
 
 
-def to_bf16_bits(x, xp):
-    """float32 -> bf16 bit patterns (uint16), round to nearest even."""
-    u = x.astype(xp.float32).view(xp.uint32)
-    u = u + xp.uint32(0x7FFF) + ((u >> xp.uint32(16)) & xp.uint32(1))
-    return (u >> xp.uint32(16)).astype(xp.uint16)
-
-
-def from_bf16_bits(b) -> np.ndarray:
-    """bf16 bit patterns (uint16, NumPy) -> float64, exactly."""
-    return (np.asarray(b).astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
-
-
-def _aligned(a: np.ndarray, align: int = 1024) -> np.ndarray:
-    """A copy of a NumPy array starting on an `align`-byte boundary (a 128B-swizzled map wants 128)."""
-    raw = np.empty(a.nbytes + align, dtype=np.uint8)
-    off = (-raw.ctypes.data) % align
-    out = raw[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
-    out[...] = a
-    return out
-
-
 def inputs(case, xp, rng):
     M, N, K = case["m"], case["n"], case["k"]
     a = to_bf16_bits(rng.standard_normal((M, K), dtype=xp.float32), xp)
     b = to_bf16_bits(rng.standard_normal((N, K), dtype=xp.float32), xp)
     if xp is np:                     # the CPU model's "global memory": align it as cudaMalloc would
-        a, b = _aligned(a), _aligned(b)
+        a, b = tma.aligned(a), tma.aligned(b)
     return {"a": a, "b": b}
 
 
@@ -68,7 +49,7 @@ def outputs(case, ins, xp):
     shape = (case["m"], case["n"])
     if xp is np:
         import ml_dtypes
-        return {"c": _aligned(np.empty(shape, dtype=ml_dtypes.bfloat16))}
+        return {"c": tma.aligned(np.empty(shape, dtype=ml_dtypes.bfloat16))}
     import torch
     return {"c": torch.empty(shape, dtype=torch.bfloat16, device="cuda")}
 
@@ -110,8 +91,8 @@ def launch(build, case, ins, outs):
     M, N, K = case["m"], case["n"], case["k"]
     ma, mb, mc = _maps(ins["a"], ins["b"], outs["c"])
     grid = ((N + BN - 1) // BN, (M + BM - 1) // BM, 1)
-    _launch.launch(build, KERNEL, grid=grid, block=(THREADS,), shared_bytes=SHARED_BYTES,
-                   args=(ma, mb, mc, np.int32(M), np.int32(N), np.int32(K)))
+    return _launch.launch(build, KERNEL, grid=grid, block=(THREADS,), shared_bytes=SHARED_BYTES,
+                          args=(ma, mb, mc, np.int32(M), np.int32(N), np.int32(K)))
 
 
 def work(case):

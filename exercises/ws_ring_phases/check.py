@@ -15,12 +15,11 @@ for 1..16 consumers, start for both roles, and advance on arbitrary states drawn
 and phase of rings of 1..64 slots), not only on the states that follow each other from start().
 Counts, slots and phases may be of any integer type (numpy.int64 included).
 """
-import numbers
 import random
 
-import numpy as np
 from hypothesis import strategies as st
 
+from judge.grading import checks
 from judge.grading import cpu_flow as flow
 from judge.grading.result import Result, Verdict
 from judge.grading.submission import learner_error
@@ -51,13 +50,6 @@ def advance_ref(state, S):
     """The next slot; the phase flips when the slot wraps from S - 1 to 0 (one lap: one phase)."""
     slot, phase = state
     return ((slot + 1) % S, phase ^ 1) if slot + 1 == S else (slot + 1, phase)
-
-
-def _integer(v):
-    """v as an int if it is an integral number of any type (Python or NumPy), else None."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.integer, np.floating)):
-        return None
-    return int(v) if float(v).is_integer() else None
 
 
 class Failure(Exception):
@@ -105,12 +97,12 @@ def states(mod, role, S, n):
     except Exception as e:  # noqa: BLE001
         raise Failure(learner_error(e, f"start({role!r})")) from None
     for i in range(n):
-        if (not isinstance(st, (tuple, list)) or len(st) != 2 or _integer(st[0]) not in range(S)
-                or _integer(st[1]) not in (0, 1)):
+        if (not isinstance(st, (tuple, list)) or len(st) != 2 or checks.as_integer(st[0]) not in range(S)
+                or checks.as_integer(st[1]) not in (0, 1)):
             how = f"start({role!r})" if i == 0 else f"advance({out[-1]}, S={S})"
             raise Failure(f"{how} returned {st!r} at {role} iteration {i}: a state is (slot, phase) with slot "
                           f"0..{S - 1} and phase 0 or 1 (the only parities try_wait.parity takes)")
-        out.append((_integer(st[0]), _integer(st[1])))
+        out.append((checks.as_integer(st[0]), checks.as_integer(st[1])))
         if i + 1 < n:
             try:
                 st = mod.advance(tuple(out[-1]), S)
@@ -277,9 +269,9 @@ def check(sub) -> Result:
                     got = mod.empty_arrivals(C)
                 except Exception as e:  # noqa: BLE001
                     return Result(Verdict.WRONG, learner_error(e, f"empty_arrivals({C})"))
-                count = _integer(got)
+                count = checks.as_integer(got)
                 if count is None or count < 1:
-                    return Result(Verdict.WRONG, f"empty_arrivals({C}) returned {flow._show(got)}: an mbarrier's "
+                    return Result(Verdict.WRONG, f"empty_arrivals({C}) returned {checks.show(got)}: an mbarrier's "
                                   "arrival count is a positive integer")
                 for policy, pseed in policies:
                     try:

@@ -7,6 +7,10 @@ AST, nothing is imported). The wings are the folders of judge/; the modules at t
 the wing "top" (judge itself, __main__, cli), except config, the floor everything stands on.
 LAYERS orders the wings from the floor up: a module may import its own wing and the wings below it.
 tests/test_house.py holds the code to that, to no cycle between modules, and docs/house.json to the code.
+
+reaches() lists where the engine could reach outside itself: an import of the course's chapters or exercises,
+a call that loads code by a name or a path chosen at run time, an edit of sys.path. The test allows the last
+two only at the grading wing's plugin loader and the few places it names, and the first nowhere.
 """
 from __future__ import annotations
 
@@ -58,6 +62,54 @@ def imports(package: Path = PACKAGE) -> dict[str, set[str]]:
                 for a in node.names:
                     deps.add(f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base)
         out[name] = {d for d in deps if d in mods and d != name and d.split(".")[0] == root}
+    return out
+
+
+#: calls that load code by a name or a path chosen at run time
+LOADERS = ("import_module", "__import__", "spec_from_file_location", "run_path", "run_module", "SourceFileLoader",
+           "load_source", "import_file", "exec")
+#: the course's folders beside the engine, which it never imports
+OUTSIDE = ("chapters", "exercises")
+
+
+def _called(func) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _is_sys_path(node) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name)
+            and node.value.id == "sys")
+
+
+def reaches(package: Path = PACKAGE) -> list[dict]:
+    """Every place a module of the package imports chapters/ or exercises/ ("import"), calls a loader of
+    LOADERS ("load"; "args": its arguments' source) or edits sys.path ("sys.path"): module, function (the
+    innermost def around it, or "<module>"), line, kind, text."""
+    out = []
+    for mod, path in modules(package).items():
+        def visit(node, where):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                where = node.name
+            hit = None
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names if a.name.split(".")[0] in OUTSIDE]
+                hit = ("import", f"import {', '.join(names)}") if names else None
+            elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in OUTSIDE:
+                hit = ("import", f"from {node.module} import {', '.join(a.name for a in node.names)}")
+            elif isinstance(node, ast.Call) and _called(node.func) in LOADERS:
+                args = ", ".join(ast.unparse(a) for a in [*node.args, *node.keywords])
+                hit = ("load", f"{_called(node.func)}({args})")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _is_sys_path(node.func.value):
+                hit = ("sys.path", f"sys.path.{node.func.attr}(...)")
+            elif isinstance(node, (ast.Assign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(_is_sys_path(t) or (isinstance(t, ast.Subscript) and _is_sys_path(t.value)) for t in targets):
+                    hit = ("sys.path", ast.unparse(node)[:120])
+            if hit:
+                out.append({"module": mod, "function": where, "line": node.lineno, "kind": hit[0], "text": hit[1]})
+            for child in ast.iter_child_nodes(node):
+                visit(child, where)
+        visit(ast.parse(path.read_text(), str(path)), "<module>")
     return out
 
 

@@ -1,7 +1,7 @@
 """Build CUDA source for Hopper: one way, on any machine.
 
     from judge.gpu import build
-    b = build.compile("chapters/01_cp_async/sgemm_cp_async.cu", defines={"STAGES": 4})
+    b = build.compile("chapters/ch01_cp_async/sgemm_cp_async.cu", defines={"STAGES": 4})
     print(b.resources)          # registers, shared memory, spills (from ptxas -v)
     print(b.sass_of("sgemm"))   # the SASS of one kernel
     b.uses("cp.async")          # True: LDGSTS is in the SASS
@@ -18,6 +18,7 @@ cache is keyed by the inlined source, the options and the NVRTC version.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import re
@@ -220,6 +221,15 @@ class Build:
     key: str
     cubin_path: Path = field(repr=False, default=None)
     ptx: str = field(repr=False, default="")   # the PTX of this very compile (what judge.model runs)
+    #: keywords judge.model.run gets when judge.gpu.launch runs this build on the CPU model (see for_model)
+    model_options: dict = field(repr=False, compare=False, default_factory=dict)
+
+    def for_model(self, **options) -> "Build":
+        """The same build, whose launches on the CPU model pass `options` to judge.model.run
+        (`sms=132`, `max_blocks=64`, `budget=6000`): how a run's model settings travel with its launches."""
+        twin = copy.copy(self)                   # shares the cubin and what was already read from it
+        twin.model_options = {**self.model_options, **options}
+        return twin
 
     # -- reading the binary (any machine)
     @cached_property

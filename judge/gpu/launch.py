@@ -1,7 +1,7 @@
 """The one launch layer: grid, block, dynamic shared memory, and a cluster size chosen at launch.
 
     from judge.gpu import build, launch
-    b = build.compile("chapters/03_clusters/cluster_sum.cu")
+    b = build.compile("chapters/ch03_clusters/cluster_sum.cu")
     launch.launch(b, "cluster_sum", grid=(64,), block=(256,), args=(x, out, np.int32(n)),
                   cluster=(4,), shared_bytes=64 << 10)
     launch.max_active_clusters(b, "cluster_sum", block=(256,), cluster=(4,), shared_bytes=64 << 10)
@@ -21,7 +21,9 @@ tensor maps of judge.hw.tma (anything exposing `as_kernel_arg()`, or a numpy str
 Launches go on CuPy's current stream, so judge.gpu.timing.bench's events bracket them.
 
 When every array argument is a numpy array, the launch runs on the CPU model of the machine
-(judge.model) instead of a GPU: the same check.py grades on both.
+(judge.model) instead of a GPU: the same check.py grades on both. launch() then returns the model's
+report (what ran, its counters, what the kernel printed), and the model is run with the build's own
+settings (`build.for_model(sms=..., max_blocks=...)`); on a GPU it returns None.
 """
 from __future__ import annotations
 
@@ -33,13 +35,6 @@ import numpy as np
 PORTABLE_CLUSTER = 8          # the largest cluster every Hopper part must support
 MAX_CLUSTER = 16              # Hopper's limit with the non-portable attribute
 DEFAULT_SMEM_LIMIT = 48 << 10  # dynamic shared memory a block gets without opting in
-
-
-#: the CPU model's report of the last launch it ran (dynamic instruction counts, timeline)
-last_model_report = None
-#: extra keywords for judge.model.run on the next model launches (set by judge.grading.cuda_flow:
-#: the target GPU's SM count, how many blocks of a large grid to sample)
-model_options: dict = {}
 
 
 class LaunchError(ValueError):
@@ -85,15 +80,15 @@ def _is_model_launch(args) -> bool:
 
 
 def launch(build, kernel: str, *, grid, block, args=(), shared_bytes: int = 0, cluster=None,
-           stream=None) -> None:
-    """Launch `kernel` of `build` (a judge.gpu.build.Build). See the module docstring for the rules."""
+           stream=None):
+    """Launch `kernel` of `build` (a judge.gpu.build.Build). See the module docstring for the rules.
+
+    Returns the CPU model's report when the launch ran there (NumPy arguments), else None."""
     g, b, c = check_shape(grid, block, cluster)
     if _is_model_launch(args):
         from judge import model
-        global last_model_report
-        last_model_report = model.run(build, kernel, grid=g, block=b, args=tuple(args),
-                                      shared_bytes=shared_bytes, cluster=c or (1, 1, 1), **model_options)
-        return
+        return model.run(build, kernel, grid=g, block=b, args=tuple(args), shared_bytes=shared_bytes,
+                         cluster=c or (1, 1, 1), **getattr(build, "model_options", {}))
     from cuda.core import LaunchConfig, launch as _cc_launch
     k = _prepare(build, kernel, shared_bytes, c)
     cfg = LaunchConfig(grid=tuple(g[i] // (c[i] if c else 1) for i in range(3)), block=b,
@@ -101,8 +96,9 @@ def launch(build, kernel: str, *, grid, block, args=(), shared_bytes: int = 0, c
     kargs = [_arg(a) for a in args]
     if any(isinstance(a, bytes) for a in kargs):      # a struct by value: cuda.core takes none
         _launch_driver(k, g, b, c, int(shared_bytes), _stream(stream), kargs)
-        return
+        return None
     _cc_launch(_stream(stream), cfg, k, *kargs)
+    return None
 
 
 def _launch_driver(k, g, b, c, shared_bytes, stream, kargs) -> None:

@@ -6,8 +6,8 @@ judge.grading.learner_process, that does not inherit it). Progress goes on the s
 line opening with the run's secret (it came on stdin, never in argv or the environment):
 
     <secret> P <text>      progress (resets judge.grading.check_process's watchdog, shown to the learner)
-    <secret> B             a heartbeat: a call into the learner's code came back, or the grader's own
-                           work (compiling, the CPU model) is still going (Submission.busy)
+    <secret> B [<work>]    a heartbeat: a call into the learner's code came back, or the grader's own
+                           work is still going (Submission.busy), named: "compile" (NVRTC), "model"
     <secret> R <json>      the Result (it counts only if this process then exits with status 0)
 
 Before it starts a learner process, this process makes itself non-dumpable on Linux
@@ -48,11 +48,11 @@ class Channel:
     def progress(self, text: str) -> None:
         self._send("P " + str(text))
 
-    def heartbeat(self) -> None:
+    def heartbeat(self, work: str = "") -> None:
         now = time.monotonic()
         if now - self._last_beat > 0.5:
             self._last_beat = now
-            self._send("B")
+            self._send("B " + work if work else "B")
 
     def result(self, r) -> None:
         self._send("R " + r.to_json())
@@ -85,7 +85,11 @@ def main(argv: list[str]) -> int:
             ex = exercise.get(req["exercise"])
             sub = submission.Submission(ex, Path(req["file"]), Path(req["figures"]),
                                         call_limit=req.get("call_limit"))
-            result = exercise.grader(ex)(sub)
+            if not (ex.folder / "check.py").is_file() and not ex.needs_gpu:   # a learners' release: no answer here
+                from judge.grading import worked_examples
+                result = worked_examples.check(sub)
+            else:
+                result = exercise.grader(ex)(sub)
     except Stop as s:
         result = s.result
     except sandbox.Ended as e:              # the learner's process hung or died
@@ -106,8 +110,7 @@ def main(argv: list[str]) -> int:
         result = Result(Verdict.CRASH, f"the check returned {type(result).__name__}, not a Result")
     learner = getattr(sub, "_learner", None)
     if learner is not None and learner.best_effort:
-        why = learner.isolation[len("best effort on this system ("):-1]
-        result.details = list(result.details) + [BEST_EFFORT.format(why=why)]
+        result.details = list(result.details) + [BEST_EFFORT.format(why=learner.best_effort_why)]
     chan.result(result)
     return 0
 

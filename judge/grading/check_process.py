@@ -74,17 +74,17 @@ def run_check(ex, path: Path, *, progress=None, timeout: float | None = None) ->
     req = {"exercise": ex.id, "file": str(path), "figures": str(figure_dir(ex, path)),
            "call_limit": timeout}
     r = _run(req, progress, timeout, grace=0.0 if ex.needs_gpu else GRACE_S)
-    if r.verdict == Verdict.SKIP and not any(d.lower().startswith("not checked") for d in r.details):
-        r.details = r.details + [not_checked(ex)]
+    if r.verdict == Verdict.SKIP and not r.unchecked:     # the flow says what it left; else the engine does
+        r.unchecked = [not_checked(ex)]
     return r
 
 
 def not_checked(ex) -> str:
     """What a SKIP leaves unchecked: said as plainly as what was checked."""
-    cases = ex.meta.get("cases", {}).get("list", []) if isinstance(ex.meta.get("cases"), dict) else []
+    cases = ex.cases.list
     parts = [f"the kernel's output on {len(cases) or 'its'} correctness case(s) against the reference, "
              f"on fresh random inputs"]
-    if ex.meta.get("timing") or ex.tiers:
+    if ex.timing is not None or ex.tiers:
         tiers = ", ".join(f"{k} {v}" for k, v in ex.tiers.items())
         parts.append("its speed at the timed case" + (f" (tiers: {tiers} of the ceiling)" if tiers else ""))
     return f"not checked here (needs a {ex.target.rstrip('a')} GPU): " + "; ".join(parts)
@@ -156,6 +156,7 @@ def _run(req: dict, progress, timeout: float, grace: float = 0.0) -> Result:
             pass
         output: collections.deque = collections.deque(maxlen=OUTPUT_LINES)
         n_output, last_progress, result_json = 0, "starting", None
+        busy_with = ""                   # the grader's own work the last heartbeat named ("compile", "model")
         n_results, forged = 0, []                 # results seen; channel lines without the secret
         mark = secret + " "
         limit = timeout + grace
@@ -185,11 +186,12 @@ def _run(req: dict, progress, timeout: float, grace: float = 0.0) -> Result:
                     continue
                 line = line[len(mark):]
                 if line.startswith("P "):
-                    last_progress = line[2:]
+                    last_progress, busy_with = line[2:], ""
                     deadline = time.monotonic() + limit
                     if progress:
                         progress(last_progress)
-                elif line == "B":
+                elif line == "B" or line.startswith("B "):
+                    busy_with = line[2:]
                     deadline = time.monotonic() + limit
                 elif line.startswith("R "):
                     result_json = line[2:]
@@ -199,7 +201,7 @@ def _run(req: dict, progress, timeout: float, grace: float = 0.0) -> Result:
             raise
         if hung:
             _kill(proc)
-            if last_progress.startswith("compiling"):
+            if busy_with == "compile":
                 why = [f"the compiler worked on your file for over {config.GRADER_WORK_LIMIT_S:.0f} s: a loop "
                        "unrolled thousands of times or a huge constant array makes NVRTC this slow"]
             else:

@@ -63,7 +63,7 @@ PRELOAD = ("numpy", "ml_dtypes", "hypothesis", "hypothesis.strategies", "hypothe
            "judge.grading.check_child", "judge.grading.exercise", "judge.grading.submission",
            "judge.grading.learner_process", "judge.grading.result", "judge.grading.cpu_flow",
            "judge.grading.cuda_flow", "judge.grading.compare", "judge.grading.workspace",
-           "judge.hw.formats", "judge.hw.mma_layout", "judge.hw.pipesim", "judge.hw.regalloc",
+           "judge.hw.formats", "judge.hw.mma_layout", "judge.hw.pipesim",
            "judge.hw.tma", "judge.hw.tma_plan", "judge.hw.tmem", "judge.hw.umma", "judge.hw.wgmma",
            "judge.model", "judge.gpu.build", "judge.gpu.launch", "judge.gpu.timing")
 #: variables a check reads when it runs, never while importing: a server serves any values of them

@@ -36,11 +36,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import contextlib
 import logging
 import os
+import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -218,7 +221,7 @@ def grade_one(ex_id: str, file_name: str, data: bytes, key: str, version: str, o
             r = Result(Verdict.CRASH, f"the judge failed on this file ({type(e).__name__}: {e})",
                        details=["this is a fault of the judge, not of the submission: report it"])
     r.exercise, r.file = ex_id, file_name
-    r.source = verdict_source(ex, r)
+    r.source = r.source or verdict_source(ex, r)      # a check may say it itself (a release's examples)
     seconds = time.monotonic() - t0
     try:
         from distributed import get_worker
@@ -294,8 +297,12 @@ def local_cluster(workers: int | None = None, gpus: int | None = None):
     dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
                      "distributed.scheduler.worker-saturation": 1.0,
                      "distributed.worker.daemon": False})     # a worker starts check processes of its own
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                           dashboard_address=None, scheduler_port=0, silence_logs=logging.WARNING)
+    # Ctrl-C at the terminal reaches the whole process group: the workers (and the nannies that restart
+    # them) start with SIGINT ignored, so that only this process hears it and ends them quietly (each
+    # worker would otherwise print its own traceback); a process started with SIGINT ignored keeps it so
+    with _sigint_ignored():
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None, scheduler_port=0, silence_logs=logging.WARNING)
     if gpus:
         base = dict(cluster.new_spec["options"])
         for i in range(gpus):
@@ -303,6 +310,48 @@ def local_cluster(workers: int | None = None, gpus: int | None = None):
             cluster.worker_spec[f"gpu{i}"] = {"cls": Nanny, "options": opts}
         cluster.loop.add_callback(cluster._correct_state)
     return cluster, workers + gpus
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored while the block runs (in the main thread only; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Dask's loggers and stderr silenced: the teardown after Ctrl-C says nothing (its log is run.log)."""
+    loggers = [logging.getLogger(n) for n in ("distributed", "dask", "tornado", "asyncio")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    try:
+        with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+            yield
+    finally:
+        for lg, lv in zip(loggers, levels):
+            lg.setLevel(lv)
+
+
+def _silence_dask() -> None:
+    """On a worker, after Ctrl-C: Dask's loggers say nothing more while the run is torn down."""
+    for name in ("distributed", "dask", "tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+class Interrupted(Exception):
+    """Ctrl-C during grade-class: the graded results are kept; `graded` counts those of this run."""
+
+    def __init__(self, graded: int):
+        super().__init__(graded)
+        self.graded = graded
 
 
 def _cluster_has_gpus(client) -> bool:
@@ -394,17 +443,17 @@ def _run(todo, out, version, scheduler, workers, progress, run_log, say) -> dict
         from distributed.scheduler import KilledWorker
     except ImportError:                               # older distributed
         from distributed import KilledWorker
-    cluster = None
-    if scheduler:
-        client = Client(scheduler, timeout="30s")
-        where = f"the cluster at {scheduler}"
-    else:
-        cluster, n = local_cluster(workers)
-        client = Client(cluster)
-        client.wait_for_workers(n, timeout=120)
-        where = f"a LocalCluster of {n} worker(s)"
+    client = cluster = None
     done = {"graded": 0, "failed_workers": 0, "errors": 0}
     try:
+        if scheduler:
+            client = Client(scheduler, timeout="30s")
+            where = f"the cluster at {scheduler}"
+        else:
+            cluster, n = local_cluster(workers)
+            client = Client(cluster)
+            client.wait_for_workers(n, timeout=120)
+            where = f"a LocalCluster of {n} worker(s)"
         gpus = _cluster_has_gpus(client)
         run_log.info("grading on %s; GPU exercises %s", where,
                      "each hold one GPU (resource GPU=1)" if gpus else "graded without a GPU (CPU model)")
@@ -467,11 +516,29 @@ def _run(todo, out, version, scheduler, workers, progress, run_log, say) -> dict
             run_log.info("%s %s %s: %s (%.1f s on %s)", s.learner, s.exercise, s.key, rec["verdict"],
                          rec["seconds"], rec["where"])
             bar.step(f"{s.learner}/{s.path.name}: {rec['verdict']}")
+    except KeyboardInterrupt:
+        run_log.info("interrupted (Ctrl-C) after %d gradings of this run", done["graded"])
+        with _quiet():
+            if client is not None:
+                try:                                 # the workers' own warnings about cancelled tasks too
+                    client.run(_silence_dask, wait=True)
+                except Exception:  # noqa: BLE001 - a worker already gone says nothing either
+                    pass
+            _close(client, cluster)
+        client = cluster = None
+        raise Interrupted(done["graded"]) from None
     finally:
-        client.close()
+        if client is not None or cluster is not None:
+            _close(client, cluster)
+    return done
+
+
+def _close(client, cluster) -> None:
+    with _sigint_ignored():                          # a second Ctrl-C does not cut the teardown short
+        if client is not None:
+            client.close()
         if cluster is not None:
             cluster.close()
-    return done
 
 
 def _run_logger(out: Path) -> logging.Logger:

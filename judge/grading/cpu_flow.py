@@ -36,17 +36,23 @@ message says how many were tried: a slower machine tries fewer), and shrinking a
 SHRINK_S seconds with the smallest failing input found so far.
 
 Comparing (same()): any integral or floating scalar is accepted where a number is expected
-(Python or NumPy, any width; a bool is not a number), tuples and lists alike where a sequence is,
-arrays by shape and values; NaN equals NaN unless nan_equal=False.
+(Python or NumPy, any width, a zero-dimensional array included; a bool is not a number), any
+sequence where a list or tuple is (a list, a tuple, a range, a NumPy array of one or more dimensions),
+arrays by shape and values; NaN equals NaN unless nan_equal=False. Before an exercise's own
+validate() and compare() see an answer, conform() rewrites it into the containers the reference
+used, where the statement's words allow it (a NumPy array where it says a list becomes a list, a
+zero-dimensional array where it says a number becomes that number), so every check.py accepts them.
+A check.py that writes a message of its own shows values and accepts numbers through
+judge.grading.checks (show, is_number, as_integer), as this flow does.
 
 Run its tests: PYTHONPATH=$PWD python -m pytest tests/grading/test_cpu_flow.py -q
 """
 from __future__ import annotations
 
+import collections.abc
 import copy
 import inspect
 import math
-import numbers
 import os
 import random
 import time
@@ -55,12 +61,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from judge.grading import checks
 from judge.grading.result import Result, Stop, Verdict
 from judge.grading.submission import learner_error
 
 DEFAULT_BUDGET_S = 2.0  # seconds of drawn inputs for a whole check (shared out as it is spent)
 BUDGET_ENV = "JUDGE_DRAW_BUDGET_S"   # sets another (judge.config lists it); the test suite sets a smaller one
-BUDGET_S = None         # a number here (a test's monkeypatch) overrides both
 SHRINK_S = 1.5          # seconds to shrink a failing drawn input, once one is found
 EXAMPLES = 150          # drawn inputs per function unless the Function says otherwise
 SEED_ENV = "JUDGE_SEED"
@@ -76,8 +82,8 @@ class Args:
         self.args, self.kwargs = tuple(args), dict(kwargs)
 
     def __repr__(self):
-        return "Args(" + ", ".join([_show(a) for a in self.args]
-                                   + [f"{k}={_show(v)}" for k, v in self.kwargs.items()]) + ")"
+        return "Args(" + ", ".join([checks.show(a) for a in self.args]
+                                   + [f"{k}={checks.show(v)}" for k, v in self.kwargs.items()]) + ")"
 
 
 @dataclass
@@ -119,36 +125,6 @@ class Function:
 
 
 # ============================================================== comparing
-def _is_number(v) -> bool:
-    return isinstance(v, (numbers.Real, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-
-
-def _kind(v) -> str:
-    if isinstance(v, (bool, np.bool_)):
-        return "a bool"
-    if _is_number(v):
-        return "a number"
-    if isinstance(v, np.ndarray):
-        return f"an array of shape {v.shape}"
-    return f"a {type(v).__name__}"
-
-
-def _show(v, limit: int = 160) -> str:
-    """A short, readable repr (arrays summarised, long texts cut)."""
-    if isinstance(v, np.ndarray):
-        body = np.array2string(v, threshold=24, edgeitems=3, separator=", ")
-        text = f"array({body}, dtype={v.dtype})" if v.size <= 24 else \
-            f"array(shape={v.shape}, dtype={v.dtype}: {body})"
-    elif isinstance(v, (np.integer, np.floating)):
-        text = f"{type(v).__name__}({v.item()!r})"
-    elif type(v).__str__ is not object.__str__ and type(v).__module__ not in ("builtins", "numpy"):
-        text = str(v)                         # the judge's own objects (a Plan, ...) say what they are
-    else:
-        text = repr(v)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _num_equal(got, want, nan_equal: bool, rel: float, abs_: float) -> bool:
     g, w = float(got), float(want)
     if isinstance(want, (int, np.integer)) and isinstance(got, (int, np.integer)):
@@ -164,6 +140,38 @@ def _num_equal(got, want, nan_equal: bool, rel: float, abs_: float) -> bool:
     return abs(g - w) <= max(abs_, rel * abs(w))
 
 
+def _sequence(v) -> bool:
+    """A sequence a statement's 'list' allows: list, tuple, range, array.array, deque, a NumPy array
+    of one or more dimensions; not a text, a mapping or a set (no order)."""
+    if isinstance(v, np.ndarray):
+        return v.ndim >= 1
+    return isinstance(v, collections.abc.Sequence) and not isinstance(v, (str, bytes, bytearray))
+
+
+def conform(got, want):
+    """`got` in the containers `want` uses, where the statement's words allow it: a zero-dimensional
+    NumPy array where a number is expected becomes that number (a NumPy scalar of its dtype); any
+    sequence (a NumPy array, a range, ...) where a list or tuple is expected becomes a list (a tuple
+    where the reference gave a tuple), item by item; a dict's values likewise. Anything else, and
+    every value that does not fit, is returned as it was, for same() or validate() to name."""
+    if isinstance(want, (bool, np.bool_)):
+        return got
+    if checks.is_number(want):
+        if isinstance(got, np.ndarray) and got.ndim == 0 and got.dtype.kind in "iuf":
+            return got[()]
+        return got
+    if isinstance(want, (tuple, list)) and _sequence(got) and len(got) == len(want):
+        items = [conform(g, w) for g, w in zip(got, want)]
+        if isinstance(got, (list, tuple)) and all(a is b for a, b in zip(items, got)):
+            return got
+        return type(got)(items) if type(got) in (list, tuple) else (tuple(items) if type(want) is tuple else items)
+    if isinstance(want, (tuple, list)) and _sequence(got) and not isinstance(got, (list, tuple)):
+        return got.tolist() if isinstance(got, np.ndarray) else list(got)   # the wrong length: same() names it
+    if isinstance(want, dict) and isinstance(got, dict):
+        return {k: conform(v, want[k]) if k in want else v for k, v in got.items()}
+    return got
+
+
 def same(got, want, *, nan_equal: bool = True, rel: float = 0.0, abs: float = 0.0, _path: str = "") -> str | None:
     """None when `got` is the expected value `want`, else the first difference in words.
 
@@ -174,21 +182,22 @@ def same(got, want, *, nan_equal: bool = True, rel: float = 0.0, abs: float = 0.
     at = f"item {_path}: " if _path else ""
     if isinstance(want, (bool, np.bool_)):
         if not isinstance(got, (bool, np.bool_)):
-            return f"{at}got {_show(got)} ({_kind(got)}), expected {want} (a bool: True or False)"
+            return f"{at}got {checks.show(got)} ({checks.kind(got)}), expected {want} (a bool: True or False)"
         return None if bool(got) == bool(want) else f"{at}got {got}, expected {want}"
-    if _is_number(want):
-        if not _is_number(got):
-            return f"{at}got {_show(got)} ({_kind(got)}), expected the number {_show(want)}"
+    got = conform(got, want)
+    if checks.is_number(want):
+        if not checks.is_number(got):
+            return f"{at}got {checks.show(got)} ({checks.kind(got)}), expected the number {checks.show(want)}"
         if _num_equal(got, want, nan_equal, rel, abs):
             return None
-        return f"{at}got {_show(got)}, expected {_show(want)}"
+        return f"{at}got {checks.show(got)}, expected {checks.show(want)}"
     if isinstance(want, np.ndarray):
         try:
             g = np.asarray(got)
         except Exception:  # noqa: BLE001 - anything NumPy cannot read is wrong
-            return f"{at}got {_show(got)} ({_kind(got)}) where an array is expected"
+            return f"{at}got {checks.show(got)} ({checks.kind(got)}) where an array is expected"
         if g.dtype.kind not in "biuf" or g.shape != want.shape:
-            return (f"{at}got {_kind(got) if isinstance(got, np.ndarray) else _show(got)}"
+            return (f"{at}got {checks.kind(got) if isinstance(got, np.ndarray) else checks.show(got)}"
                     f"{'' if g.dtype.kind in 'biuf' else ' (not numbers)'}, expected an array of shape "
                     f"{want.shape}")
         gf, wf = g.astype(np.float64), want.astype(np.float64)
@@ -203,14 +212,12 @@ def same(got, want, *, nan_equal: bool = True, rel: float = 0.0, abs: float = 0.
         bad = np.argwhere(~np.asarray(ok, dtype=bool))
         idx = tuple(int(i) for i in bad[0])
         return (f"{at}{len(bad)} of {want.size} elements differ; the first at index {list(idx)}: "
-                f"got {_show(g[idx])}, expected {_show(want[idx])}")
+                f"got {checks.show(g[idx])}, expected {checks.show(want[idx])}")
     if isinstance(want, (tuple, list)):
-        if isinstance(got, np.ndarray) and got.ndim == 1:
-            got = got.tolist()
         if not isinstance(got, (tuple, list)):
-            return f"{at}got {_show(got)} ({_kind(got)}) where a sequence of {len(want)} is expected"
+            return f"{at}got {checks.show(got)} ({checks.kind(got)}) where a sequence of {len(want)} is expected"
         if len(got) != len(want):
-            return f"{at}got {len(got)} items, expected {len(want)}: got {_show(got)}, expected {_show(want)}"
+            return f"{at}got {len(got)} items, expected {len(want)}: got {checks.show(got)}, expected {checks.show(want)}"
         for i, (g, w) in enumerate(zip(got, want)):
             why = same(g, w, nan_equal=nan_equal, rel=rel, abs=abs, _path=f"{_path}[{i}]")
             if why:
@@ -218,7 +225,7 @@ def same(got, want, *, nan_equal: bool = True, rel: float = 0.0, abs: float = 0.
         return None
     if isinstance(want, dict):
         if not isinstance(got, dict):
-            return f"{at}got {_show(got)} ({_kind(got)}) where a dict is expected"
+            return f"{at}got {checks.show(got)} ({checks.kind(got)}) where a dict is expected"
         if set(got) != set(want):
             missing, extra = sorted(map(str, set(want) - set(got))), sorted(map(str, set(got) - set(want)))
             return (f"{at}the dict's keys differ: " + (f"missing {missing}" if missing else "")
@@ -229,12 +236,12 @@ def same(got, want, *, nan_equal: bool = True, rel: float = 0.0, abs: float = 0.
                 return why
         return None
     if want is None:
-        return None if got is None else f"{at}got {_show(got)}, expected None"
+        return None if got is None else f"{at}got {checks.show(got)}, expected None"
     try:
         equal = bool(got == want)
     except Exception:  # noqa: BLE001 - a value that cannot be compared is not the expected one
         equal = False
-    return None if equal else f"{at}got {_show(got)}, expected {_show(want)}"
+    return None if equal else f"{at}got {checks.show(got)}, expected {checks.show(want)}"
 
 
 def close(rel: float = 0.0, abs: float = 0.0, nan_equal: bool = True) -> Callable:
@@ -257,11 +264,11 @@ def call_text(fn: Function | str, call: Args, reference: Callable | None = None)
     if ref is not None:
         try:
             bound = inspect.signature(ref).bind(*call.args, **call.kwargs)
-            parts = [f"{k}={_show(v, 60)}" for k, v in bound.arguments.items()]
+            parts = [f"{k}={checks.show(v, 60)}" for k, v in bound.arguments.items()]
         except (TypeError, ValueError):
             parts = None
     if parts is None:
-        parts = [_show(a, 60) for a in call.args] + [f"{k}={_show(v, 60)}" for k, v in call.kwargs.items()]
+        parts = [checks.show(a, 60) for a in call.args] + [f"{k}={checks.show(v, 60)}" for k, v in call.kwargs.items()]
     return f"{name}({', '.join(parts)})"
 
 
@@ -286,10 +293,6 @@ class _OutOfTime(BaseException):
     """The drawn inputs' share of the budget is spent (not an Exception, so hypothesis does not shrink it)."""
 
 
-class _JudgeError(Exception):
-    """The reference itself failed: a defect of the judge, not of the learner."""
-
-
 def _lines(v) -> list[str]:
     if not v:
         return []
@@ -297,9 +300,7 @@ def _lines(v) -> list[str]:
 
 
 def budget_s() -> float:
-    """Seconds of drawn inputs for a whole check: BUDGET_S when set, else JUDGE_DRAW_BUDGET_S, else 2 s."""
-    if BUDGET_S is not None:
-        return float(BUDGET_S)
+    """Seconds of drawn inputs for a whole check: JUDGE_DRAW_BUDGET_S when set, else 2 s."""
     env = os.environ.get(BUDGET_ENV, "").strip()
     return float(env) if env else DEFAULT_BUDGET_S
 
@@ -339,7 +340,7 @@ class Run:
             ref_error = None
         except Exception as e:  # noqa: BLE001 - sorted below: an expected refusal, or a judge defect
             if fn.raises is None or not isinstance(e, fn.raises):
-                raise _JudgeError(f"the reference {fn.name} failed on {call}: {type(e).__name__}: {e}") from e
+                raise checks.JudgeError(f"the reference {fn.name} failed on {call}: {type(e).__name__}: {e}") from e
             want, ref_error = None, e
         text = call_text(fn, call)
         where = ([f"listed case: {edge.why}"] if edge is not None and edge.why else []) + \
@@ -363,14 +364,15 @@ class Run:
                                       f"({ref_error})", details=where)) from None
             if ref_error is None and fn.raises is not None and isinstance(e, fn.raises):
                 raise _Failure(Result(Verdict.WRONG, f"{text} raised {type(e).__name__}('{e}'), but this call "
-                                      f"has an answer: {_show(want)}",
+                                      f"has an answer: {checks.show(want)}",
                                       details=_lines(fn.explain(call, e, want) if fn.explain else None) + where)) \
                     from None
             raise _Failure(Result(Verdict.WRONG, learner_error(e, text), details=where)) from None
         if ref_error is not None:
-            raise _Failure(Result(Verdict.WRONG, f"{text} returned {_show(got)}, but it must raise "
+            raise _Failure(Result(Verdict.WRONG, f"{text} returned {checks.show(got)}, but it must raise "
                                   f"{type(ref_error).__name__}: {ref_error}",
                                   details=_lines(fn.explain(call, got, ref_error) if fn.explain else None) + where))
+        got = conform(got, want)          # a NumPy array where the statement says a list, ...
         problem = fn.validate(call, got) if fn.validate else None
         if not problem:
             problem = (fn.compare or same)(got, want)
@@ -425,7 +427,7 @@ class Run:
             test()
         except _OutOfTime:
             pass                          # the budget ran out: the smallest failure so far, if any
-        except _JudgeError:
+        except checks.JudgeError:
             raise
         except Exception:  # noqa: BLE001 - hypothesis re-raises the smallest failure (or a Flaky group)
             if not order:

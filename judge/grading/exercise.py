@@ -91,6 +91,36 @@ class ModelRun:
     """[model]: how the CPU model runs a GPU exercise's cases beyond their launch."""
     max_blocks: int = 0          # above this many blocks, a random sample of whole clusters (needs check.owned)
     sms: int = 132               # %nsmid the kernel reads (the target GPU's SM count: an H200 has 132)
+    ahead: bool = True           # the quickest case once more with warps running ahead of each other
+
+
+# -- the domain of a GPU exercise (judge.grading.domain draws the CPU model's cases from it) --
+@dataclass(frozen=True)
+class DomainClass:
+    """[domain] classes = [{name, when, pin, model}]: one class of cases a correct kernel must handle."""
+    name: str                    # what the class is, said in the result ("every ring slot used three times")
+    when: str                    # a Python expression over the case's keys and the derived names
+    pin: dict = field(default_factory=dict)   # narrower families for drawing this class (as in free)
+    model: bool = False          # the model's own class (a sampled grid): the H200's cases need not hold it
+
+
+def _load_classes(v, file, where) -> list:
+    if not isinstance(v, list):
+        raise SchemaError(f"{file}: {where} should be a list of {{name, when}} tables")
+    return [load_table(DomainClass, c, file, f"{where}[{i}]") for i, c in enumerate(v)]
+
+
+@dataclass(frozen=True)
+class Domain:
+    """[domain]: what the statement leaves free and the classes of cases a correct kernel must handle."""
+    free: dict = field(default_factory=dict)     # key -> family (number, list, {min, max, step})
+    derive: dict = field(default_factory=dict)   # name -> expression over the keys
+    fixed: dict = field(default_factory=dict)    # key -> expression: a case key computed, not drawn
+    cost: str = "0"                              # what one model case costs (an expression)
+    max_cost: float = 0.0                        # no drawn case costs more (0: no bound)
+    order: str = ""                              # the cases run by this expression, least first ("": cost)
+    classes: list = field(default_factory=list, metadata={"load": _load_classes})
+    mapping: str = ""            # the statement's rule of which block writes what (check.owned); "": free
 
 
 @dataclass(frozen=True)
@@ -169,13 +199,13 @@ class Exercise:
     uses: dict = field(default_factory=dict)       # path -> least share of shared-memory fills through it
     carries: dict = field(default_factory=dict)    # feature -> least share of the output's bytes it produced
     model: ModelRun = field(default_factory=ModelRun, metadata=_table(ModelRun))
+    domain: Domain = field(default_factory=Domain, metadata=_table(Domain))   # the model's cases, drawn
     timing: Timing | None = field(default=None, metadata=_table(Timing))
     tiers: Tiers = field(default_factory=Tiers, metadata=_table(Tiers))
     tolerance: Tolerance = field(default_factory=Tolerance, metadata=_table(Tolerance))
     log: Log = field(default_factory=Log, metadata={"load": lambda v, file, where: _load_log(v, file, where)})
     fixture_specs: dict = field(default_factory=dict, metadata={
         "toml": "fixtures", "load": lambda v, file, where: _load_fixtures(v, file, where)})
-    meta: Mapping = _not_toml(default_factory=dict, repr=False)   # the whole exercise.toml, read-only
 
     # -------------------------------------------------------------------------- derived
     @property
@@ -219,6 +249,12 @@ class Exercise:
     def reference(self):
         """The reference solution, imported as a module (Python exercises)."""
         return import_file(self.solution_path, f"{self.id}_reference")
+
+    def reference_module(self):
+        """exercises/<id>/reference.py imported as a module: the rules the check compares against, written for
+        it alone (a learners' release leaves the file out, as it leaves out the solution)."""
+        name = f"{self.id}_reference_rules"
+        return sys.modules.get(name) or import_file(self.folder / "reference.py", name)
 
     def sources(self) -> list[Path]:
         """Every file of the exercise (for the Hopper record's hashes)."""
@@ -310,26 +346,6 @@ def _load_log(table, file, where) -> Log:
     return Log(forbid=list(table.get("forbid", [])), rules=rules)
 
 
-class _ReadOnlyDict(dict):
-    """A dict that refuses changes: ex.meta is the TOML as read, for code that still reads it raw."""
-
-    def _refuse(self, *a, **k):
-        raise TypeError("exercise.toml as loaded is read-only: use the typed fields (judge.grading.exercise)")
-
-    __setitem__ = __delitem__ = update = pop = popitem = setdefault = clear = __ior__ = _refuse
-
-    def __reduce__(self):                       # pickle and deepcopy rebuild it whole, never item by item
-        return (_ReadOnlyDict, (dict(self),))
-
-
-def _read_only(v):
-    if isinstance(v, dict):
-        return _ReadOnlyDict({k: _read_only(x) for k, x in v.items()})
-    if isinstance(v, list):
-        return tuple(_read_only(x) for x in v)
-    return v
-
-
 def load(folder: Path) -> Exercise:
     """The exercise in `folder`, from its exercise.toml (SchemaError when it breaks the schema)."""
     file = Path(folder) / "exercise.toml"
@@ -338,7 +354,7 @@ def load(folder: Path) -> Exercise:
     except tomllib.TOMLDecodeError as e:
         raise SchemaError(f"{file}: not valid TOML ({e})") from None
     ex = load_table(Exercise, meta, file, "top level")
-    ex.folder, ex.meta = Path(folder), _read_only(meta)
+    ex.folder = Path(folder)
     if ex.difficulty not in ("easy", "medium", "hard"):
         raise SchemaError(f"{file}: difficulty = {ex.difficulty!r}; one of easy, medium, hard")
     _verdict(ex.solution_cpu, file, "solution_cpu")
@@ -382,7 +398,9 @@ def import_file(path, name: str | None = None):
 
 def grader(ex: "Exercise"):
     """The exercise's check(sub): its check.py's own, or, for a GPU exercise whose check.py defines only
-    inputs/outputs/reference/launch/work, the shared CUDA flow (judge.grading.cuda_flow.grade) over that module."""
+    inputs/outputs/reference/launch/work, the shared CUDA flow (judge.grading.cuda_flow.grade) over that module.
+    (In a learners' release a Python exercise has no check.py: judge.grading.check_child grades it on its
+    statement's worked examples instead.)"""
     mod = import_file(ex.folder / "check.py", f"check_{ex.id}")
     if callable(getattr(mod, "check", None)):
         return mod.check

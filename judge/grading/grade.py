@@ -22,11 +22,24 @@ from judge.grading.submission import Submission, learner_error  # noqa: F401 - r
 
 
 # ------------------------------------------------------------------ the entry point
+def _withheld(ex, path: Path) -> bool:
+    """Whether `path` is a file of ex's folder that a learners' release leaves out (its solution, a fixture)."""
+    from judge.grading import release
+    p = path.resolve()
+    return release.is_release() and p.is_relative_to(ex.folder.resolve()) and \
+        (p.name.startswith("solution.") or "fixtures" in p.relative_to(ex.folder.resolve()).parts)
+
+
 def check(ex_id: str, file: str | Path | None = None, *, progress=None, timeout: float | None = None,
           quiet: bool = False) -> Result:
     """Grade a file for an exercise (default: the learner's workspace copy), in a child process."""
     ex = _ex.get(ex_id)
     path = Path(file) if file is not None else workspace.learner_path(ex)
+    if not path.exists() and file is not None and _withheld(ex, path):
+        return Result(Verdict.SKIP, f"this copy of the course holds no {path.name} of {ex.id} (a learners' release "
+                                    f"holds no answer): the cell that grades it goes on without it; your own file is "
+                                    f"graded by `python3 practice/judge.py check {ex.id}`",
+                      exercise=ex.id, file=str(path))
     if not path.exists():
         hint = (f"run `python practice/judge.py start {ex.id}` first" if file is None
                 else "check the path")

@@ -346,14 +346,16 @@ def _enter_boundary(init: dict, cmd_fd: int, rep_fd: int) -> None:
     argv = sys.orig_argv
     code = argv[argv.index("-c") + 1]
     os.execve(sys.executable, [sys.executable, "-E", "-P", "-B", "-u", "-c", code,
-                               str(cmd_fd), str(rep_fd), path, init["module"], INSIDE + proc_note], env)
+                               str(cmd_fd), str(rep_fd), path, init["module"], INSIDE + proc_note,
+                               repr(init["alarm"])], env)
 
 
 def _child_main(argv: list[str]) -> int:
     cmd_fd, rep_fd = int(argv[1]), int(argv[2])
     if len(argv) > 3:                     # started again inside the boundary: it knows only this
         learner_file, name, isolation = argv[3:6]
-        hidden = []
+        alarm = float(argv[6]) if len(argv) > 6 else 0.0
+        hidden, best_effort_why = [], ""
     else:                                 # the first message: marshal (built in, quick), from the worker
         import marshal
         init = marshal.loads(_read_exact(cmd_fd, _HEADER.unpack(_read_exact(cmd_fd, _HEADER.size, None))[1], None))
@@ -374,18 +376,51 @@ def _child_main(argv: list[str]) -> int:
         with open(learner_file, "wb") as f:
             f.write(init["source"])
         isolation, hidden, name = f"best effort on this system ({why})", init["hide"], init["module"]
+        best_effort_why = why
+        alarm = init["alarm"]
         del init
     import importlib.util
     import pickle
+    import signal
     sys.argv = [learner_file]
-    _write_msg(rep_fd, ("isolation", isolation))          # before any learner code runs
+    _write_msg(rep_fd, ("isolation", isolation, best_effort_why))   # before any learner code runs
     _fence(hidden)
+    replying = [False]
+
+    def where_now(signum, frame):
+        """SIGALRM, shortly before the worker's time limit: tell it where the learner's code is (the
+        innermost frame of the learner's file), so that a HANG can name the file, line and function."""
+        if replying[0]:
+            return
+        f = frame
+        while f is not None and os.path.abspath(f.f_code.co_filename) != learner_file:
+            f = f.f_back
+        if f is None:
+            return
+        import linecache
+        try:
+            _write_msg(rep_fd, ("where", (os.path.basename(learner_file), f.f_lineno, f.f_code.co_name,
+                                          linecache.getline(learner_file, f.f_lineno).strip()[:200])))
+        except OSError:
+            pass
+
+    def alarm_at(seconds):
+        try:
+            signal.setitimer(signal.ITIMER_REAL, seconds)
+        except (OSError, ValueError):
+            pass
+
+    signal.signal(signal.SIGALRM, where_now)
 
     def reply(obj):
+        replying[0] = True
+        alarm_at(0)
         try:
             _write_msg(rep_fd, obj)
         except (TypeError, pickle.PicklingError, AttributeError):
             _write_msg(rep_fd, ("opaque", repr(obj[1])[:300]))
+        finally:
+            replying[0] = False
 
     def answer(value):
         try:
@@ -410,6 +445,7 @@ def _child_main(argv: list[str]) -> int:
         spec = importlib.util.spec_from_file_location(name, learner_file)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
+        alarm_at(alarm)
         spec.loader.exec_module(mod)
     except BaseException as e:  # noqa: BLE001 - everything the learner's file does is reported
         failed(e)
@@ -426,11 +462,13 @@ def _child_main(argv: list[str]) -> int:
             return 0
         try:
             if op == "call":
-                fn, args, kwargs = rest
+                fn, args, kwargs = rest[:3]
+                alarm_at(alarm)
                 answer(getattr(mod, fn)(*args, **kwargs))
             elif op == "get":
                 answer(getattr(mod, rest[0]))
         except BaseException as e:  # noqa: BLE001
+            alarm_at(0)
             failed(e)
 
 
@@ -615,6 +653,7 @@ class LearnerProcess:
         self._import_error: BaseException | None = None
         self._import_exit = None
         self.isolation: str | None = None      # what the learner process says it runs behind
+        self.best_effort_why = ""              # why it runs without the boundary, as it says ("" when behind one)
 
     # ---------------------------------------------------------------- the process
     def _start(self):
@@ -637,7 +676,9 @@ class LearnerProcess:
         stem = "".join(c if c.isalnum() else "_" for c in self.path.stem)
         import marshal
         hidden = _hidden_paths()
-        return marshal.dumps({"source": self.path.read_bytes(), "name": name, "module": stem,
+        # the learner's side says where its code is this long after a call began (a HANG's place)
+        alarm = max(self.call_limit - min(0.5, self.call_limit / 5), 0.001)
+        return marshal.dumps({"source": self.path.read_bytes(), "name": name, "module": stem, "alarm": alarm,
                 "boundary": config.isolation_wanted(), "hide": hidden, "keep": _keep_paths(hidden),
                 "tmp_bytes": config.LEARNER_TMP_BYTES, "env": _learner_env()})
 
@@ -658,27 +699,26 @@ class LearnerProcess:
         from judge.grading.result import Result, Verdict
         if self._ended is not None:
             raise Ended(self._ended)
+        where = None
         try:
             if isinstance(msg, bytes):
                 _write_raw(self._cmd, msg)
             elif msg is not None:
                 _write_msg(self._cmd, msg)
             deadline = time.monotonic() + self.call_limit
-            magic, n = _HEADER.unpack(_read_exact(self._rep, _HEADER.size, deadline))
-            if magic != _MAGIC:
-                self._end(Result(Verdict.CRASH, f"during {what}, your code wrote into the pipe that carries "
-                                 f"its answers to the judge; the answers could not be read",
-                                 details=["write to stdout (print) or files of your own, not to file "
-                                          "descriptors your program did not open"]))
-            if n > MAX_MESSAGE:
-                self._end(Result(Verdict.WRONG, f"{what} returned a value of {n >> 20} MB: more than "
-                                 f"the {MAX_MESSAGE >> 20} MB a graded answer may be"))
-            data = _read_exact(self._rep, n, deadline)
+            while True:
+                try:
+                    answer = _loads_plain(self._read_message(deadline, what))
+                except (TimeoutError, EOFError, OSError):
+                    raise
+                except Exception as e:  # noqa: BLE001 - anything not plain is refused
+                    answer = ("opaque", f"<a value that is not plain data: {e}>")
+                if isinstance(answer, tuple) and len(answer) == 2 and answer[0] == "where":
+                    where = answer[1]             # where the learner's code was just before the limit
+                    continue
+                break
         except TimeoutError:
-            self._end(Result(Verdict.HANG, f"{what} did not finish within {self.call_limit:.0f} s; the "
-                             f"process running your code was stopped",
-                             details=["a loop that never ends looks like this: a condition that never "
-                                      "becomes true, or a wait for something only later code would do"]))
+            self._end(self._hang(what, where))
         except (EOFError, BrokenPipeError, OSError):
             try:
                 self._proc.wait(timeout=2)
@@ -688,13 +728,38 @@ class LearnerProcess:
                              f"({self._exit_status()})",
                              details=["a graded file must not end the process (os._exit, os.kill, "
                                       "a fault in native code): return a value or raise an exception"]))
-        try:
-            answer = _loads_plain(data)
-        except Exception as e:  # noqa: BLE001 - anything not plain is refused
-            return ("opaque", f"<a value that is not plain data: {e}>")
         if self.on_call is not None:
             self.on_call()
         return answer
+
+    def _hang(self, what: str, where):
+        """The HANG Result: the learner's file, line and function first, where its code was when time ran out."""
+        from judge.grading.result import Result, Verdict
+        try:
+            file, line, func, text = where
+            at = f"{file} line {int(line)}" + (f", in {func}" if func and func != "<module>" else "") + \
+                (f" (`{text}`)" if text else "") + ": "
+        except (TypeError, ValueError):
+            at = ""
+        return Result(Verdict.HANG, f"{at}{what} did not finish within {self.call_limit:.0f} s"
+                      + (" (your code was there when the time ran out)" if at else "")
+                      + "; the process running your code was stopped",
+                      details=["a loop that never ends looks like this: a condition that never "
+                               "becomes true, or a wait for something only later code would do"])
+
+    def _read_message(self, deadline, what: str) -> bytes:
+        """One framed message from the learner process (TimeoutError past the deadline)."""
+        from judge.grading.result import Result, Verdict
+        magic, n = _HEADER.unpack(_read_exact(self._rep, _HEADER.size, deadline))
+        if magic != _MAGIC:
+            self._end(Result(Verdict.CRASH, f"during {what}, your code wrote into the pipe that carries "
+                             f"its answers to the judge; the answers could not be read",
+                             details=["write to stdout (print) or files of your own, not to file "
+                                      "descriptors your program did not open"]))
+        if n > MAX_MESSAGE:
+            self._end(Result(Verdict.WRONG, f"{what} returned a value of {n >> 20} MB: more than "
+                             f"the {MAX_MESSAGE >> 20} MB a graded answer may be"))
+        return _read_exact(self._rep, n, deadline)
 
     def _handle(self, answer, what: str):
         from judge.grading.result import Result, Verdict
@@ -721,10 +786,11 @@ class LearnerProcess:
             what = f"importing your {self.label}"
             init = self._start()
             first = self._request(init, what)
-            if not (isinstance(first, tuple) and len(first) == 2 and first[0] == "isolation"):
+            if not (isinstance(first, tuple) and len(first) == 3 and first[0] == "isolation"):
                 from judge.grading.result import Result, Verdict
                 self._end(Result(Verdict.CRASH, "the process for your code did not start as it should"))
             self.isolation = str(first[1])      # sent before any learner code ran: it cannot be forged
+            self.best_effort_why = str(first[2])    # why no boundary stands ("" when one does)
             answer = self._request(None, what)
             try:
                 self._names = dict(self._handle(answer, what))
@@ -739,7 +805,7 @@ class LearnerProcess:
     @property
     def best_effort(self) -> bool:
         """True when the kernel gave no boundary and only the process and the audit hook stood."""
-        return self.isolation is not None and self.isolation.startswith("best effort")
+        return bool(self.best_effort_why)
 
     def call(self, fn: str, args, kwargs):
         what = _call_text(fn, args, kwargs)

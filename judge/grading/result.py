@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -41,6 +42,7 @@ class Result:
     message: str = ""
     tier: str | None = None                              # bronze / silver / gold on a timed PASS
     details: list[str] = field(default_factory=list)     # further lines worth reading
+    unchecked: list[str] = field(default_factory=list)   # what this verdict leaves unchecked (no GPU here), shown after details
     checked: list[str] = field(default_factory=list)     # what was checked (shown on SKIP too)
     measurements: dict = field(default_factory=dict)     # figures (times, fractions of ceilings)
     figures: list[str] = field(default_factory=list)     # PNG paths
@@ -59,17 +61,24 @@ class Result:
 
     def __str__(self):
         lines = [f"[{self.exercise}] {self.headline()}"]
-        lines += [f"  {d}" for d in self.details]
+        lines += [f"  {d}" for d in self.details + self.unchecked]
         if self.checked:
             lines.append("  checked: " + "; ".join(self.checked))
         lines += [f"  figure: {f}" for f in self.figures]
         return "\n".join(lines)
 
+    def __repr__(self):
+        """What a notebook stores as the Result's plain text: the verdict and its lines, each figure by its file
+        name (its path is a temporary folder of the machine that graded it)."""
+        figs = ", ".join(os.path.basename(f) for f in self.figures)
+        return (f"Result([{self.exercise}] {self.headline()}" + "".join(f"; {d}" for d in self.details + self.unchecked)
+                + (f"; figures: {figs}" if figs else "") + ")")
+
     def _repr_html_(self):
         color = {"PASS": "#1a7f37", "SKIP": "#6e7781"}.get(self.verdict.value, "#cf222e")
         tier = f" &middot; {self.tier}" if self.tier else ""
         tier += f" &middot; {html.escape(self.source)}" if self.source else ""
-        rows = "".join(f"<li>{html.escape(d)}</li>" for d in self.details)
+        rows = "".join(f"<li>{html.escape(d)}</li>" for d in self.details + self.unchecked)
         chk = ("<div style='color:#57606a'>checked: " + html.escape("; ".join(self.checked))
                + "</div>") if self.checked else ""
         imgs = ""

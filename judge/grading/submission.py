@@ -13,6 +13,7 @@ exercise's time limit (JUDGE_TIMEOUT). Progress goes to judge.grading.check_proc
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 import traceback
@@ -44,19 +45,20 @@ class Submission:
             _channel.progress(text)
 
     @contextlib.contextmanager
-    def busy(self, limit_s: float = config.GRADER_WORK_LIMIT_S):
+    def busy(self, limit_s: float = config.GRADER_WORK_LIMIT_S, work: str = ""):
         """The grader's own work, which a slow or loaded machine can stretch past the watchdog's seconds:
         NVRTC compiling the learner's file, the CPU model running it (its step budget already turns a
         kernel's endless loop into HANG). Inside, heartbeats (two a second) keep the watchdog off for at most
         limit_s; past that it judges as usual. Never around a launch on the GPU: there the watchdog is
-        what stops a kernel spinning on a barrier."""
+        what stops a kernel spinning on a barrier. `work` names it on the channel ("compile", "model"),
+        so that a watchdog that fires after it says what was running."""
         stop = threading.Event()
 
         def beat():                                   # the channel passes at most two beats a second
             end = time.monotonic() + limit_s
             while time.monotonic() < end:
                 if _channel is not None:
-                    _channel.heartbeat()
+                    _channel.heartbeat(work)
                 if stop.wait(0.25):
                     return
 
@@ -94,8 +96,20 @@ class Submission:
                               details=_learner_tb(e))) from None
         missing = [n for n in names if n not in dir(mod) or not callable(getattr(mod, n, None))]
         if missing:
-            raise Stop(Result(Verdict.WRONG, f"{self.exercise.learner_file} defines no function "
-                                             + " and no ".join(missing)))
+            given = self.path.name
+            named = given if given == self.exercise.learner_file else \
+                f"{given} (checked as {self.exercise.id}'s {self.exercise.learner_file})"
+            other = whose_file(self.path, set(dir(mod)), self.exercise)
+            details = []
+            if other is not None:
+                shown = os.path.relpath(self.path) if not os.path.relpath(self.path).startswith("..") else str(self.path)
+                details = [f"check it with: python practice/judge.py check {other.id} {shown}",
+                           f"{self.exercise.id}'s file is {self.exercise.learner_file}: "
+                           f"python practice/judge.py start {self.exercise.id} gives you one"]
+                raise Stop(Result(Verdict.WRONG, f"{named} holds {other.id}'s code (its {other.learner_file}): it defines "
+                                  f"{', '.join(sorted(_functions(other)))}, not {self.exercise.id}'s "
+                                  + ", ".join(names), details=details))
+            raise Stop(Result(Verdict.WRONG, f"{named} defines no function " + " and no ".join(missing)))
         return mod
 
     def close(self) -> None:
@@ -105,12 +119,43 @@ class Submission:
     def build(self, **kw):
         """Compile the learner's file (NVRTC; the watchdog waits for it up to config.GRADER_WORK_LIMIT_S)."""
         from judge.gpu import build
-        with self.busy():
+        with self.busy(work="compile"):
             return build.compile(self.path, **kw)
 
     def figure(self, name: str) -> Path:
         self.figure_dir.mkdir(parents=True, exist_ok=True)
         return self.figure_dir / name
+
+
+def _functions(ex: _ex.Exercise) -> set[str]:
+    """The functions an exercise's statement asks for: the top-level defs of its starter (or solution)."""
+    import ast
+    for path in (ex.starter_path, ex.solution_path):
+        try:
+            tree = ast.parse(Path(path).read_text())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        return {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
+    return set()
+
+
+def whose_file(path: Path, defined: set[str], ex: _ex.Exercise):
+    """The other Python exercise this file belongs to, or None: the one whose functions it defines (all of
+    them, the most if several), else the one whose learner file has its name or whose folder holds it."""
+    best, best_n = None, 0
+    for other in _ex.all_exercises():
+        if other.id == ex.id or not other.learner_file.endswith(".py"):
+            continue
+        want = _functions(other)
+        if want and want <= defined and len(want) > best_n:
+            best, best_n = other, len(want)
+    if best is not None:
+        return best
+    path = Path(path).resolve()
+    for other in _ex.all_exercises():
+        if other.id != ex.id and (path.name == other.learner_file or other.folder.resolve() in path.parents):
+            return other
+    return None
 
 
 def _learner_tb(e: BaseException) -> list[str]:

@@ -6,6 +6,7 @@
     x_hat = q.dequantize()         # float64
     n = formats.nvfp4_quantize(x)  # E2M1 values, E4M3 scale per 16, FP32 tensor scale
     formats.pack_fp4(q.codes)      # two FP4 codes per byte, element 2i in the low nibble
+    formats.to_bf16_bits(x)        # float32 -> bf16 bit patterns (uint16), what raw-bf16 kernels read
 
 Try it: python -m judge.hw.formats   (prints the rounding rules and the error of each format on N(0,1)).
 
@@ -27,7 +28,7 @@ names the choice and takes it as an option:
                         (OCP: a NaN scale makes every element NaN).
     nibble order        pack_fp4: element 2i in bits 0-3, element 2i+1 in bits 4-7 of byte i.
 
-Element encodings are checked against ml_dtypes (tests/hw/test_ch05_formats.py); this module rounds
+Element encodings are checked against ml_dtypes (tests/hw/test_formats.py); this module rounds
 itself (in float64, one rounding) rather than casting, so that no double rounding through float32
 can move a value that sits near a tie.
 """
@@ -330,6 +331,19 @@ def relative_error(x, x_hat) -> float:
     """||x_hat - x|| / ||x|| (Frobenius), the figure the chapter plots."""
     x = np.asarray(x, dtype=np.float64)
     return float(np.linalg.norm(np.asarray(x_hat, dtype=np.float64) - x) / np.linalg.norm(x))
+
+
+def to_bf16_bits(x, xp=np):
+    """float32 values -> bf16 bit patterns (uint16), rounded to nearest, ties to even: what a kernel that
+    takes raw bf16 (`unsigned short`) reads. xp: numpy (the CPU model) or cupy (a GPU), the array's own."""
+    u = x.astype(xp.float32).view(xp.uint32)
+    u = u + xp.uint32(0x7FFF) + ((u >> xp.uint32(16)) & xp.uint32(1))
+    return (u >> xp.uint32(16)).astype(xp.uint16)
+
+
+def from_bf16_bits(b) -> np.ndarray:
+    """bf16 bit patterns (uint16, NumPy) -> float64, exactly (a bf16 is the top half of a float32)."""
+    return (np.asarray(b).astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
 
 
 def bf16_roundtrip(x) -> np.ndarray:

@@ -9,6 +9,7 @@
 
     tma.swizzle_offset(byte_offset, "128B")      # where a byte of the box lands in shared memory
     tma.bank_conflicts([4 * 32 * r for r in range(32)])   # 32: a column of a 32x32 fp32 tile
+    tma.aligned(a_host)                          # a NumPy copy on a 1024-byte boundary, as cudaMalloc's
 
 !!! ORDER: INNERMOST FIRST, EVERYWHERE !!!
     dims, strides, box, elem_strides and the coordinates a kernel passes to
@@ -26,7 +27,7 @@ and the fix; the same checks run on a machine with no GPU):
                   with a swizzle: CUDA Programming Guide, TMA swizzle section, table of
                   swizzle patterns. The H200's driver, 580.159.04, encoded a 128B-swizzled
                   map 16 bytes past a boundary without complaint (measured, see
-                  chapters/02_tma/topics_h200.json): the course follows the guide)
+                  chapters/ch02_tma/topics_h200.json): the course follows the guide)
     contiguous    the innermost dimension is contiguous (its stride is one element)
     dims          every global dim in 1..2^32
     strides       every byte stride of dims 1.. a multiple of 16 (32 with interleave
@@ -55,8 +56,8 @@ say which rule broke and how to fix it.
 
 Models (pure Python, no GPU): swizzle_offset() is the 16-byte-chunk XOR of the
 32/64/128-byte swizzles; bank_conflicts() counts the wavefronts of one warp's
-shared-memory load. chapters/02_tma/swizzle_probe.cu reads the real placement off an
-H200, chapters/01_cp_async/wavefronts_h200.json holds ncu's wavefront counts for the
+shared-memory load. chapters/ch02_tma/swizzle_probe.cu reads the real placement off an
+H200, chapters/ch01_cp_async/wavefronts_h200.json holds ncu's wavefront counts for the
 access patterns the course uses, and tests/hw/test_tma.py compares both with the models.
 """
 from __future__ import annotations
@@ -392,6 +393,24 @@ def tensor_map(array, box, *, swizzle: str = "none", elem_strides=None, oob_fill
 
 
 # ----------------------------------------------------------------------------- models
+def empty_aligned(shape, dtype, align: int = 1024) -> np.ndarray:
+    """An uninitialized NumPy array whose first byte sits on an `align`-byte boundary, as cudaMalloc's
+    do (256 bytes at least). RULE (tensor map): the global address of a swizzled map is 128-byte aligned,
+    and a 128B-swizzled box lands in shared memory as the 1024-byte atom it was in global memory;
+    NumPy guarantees only 16 bytes, so arrays the CPU model reads as global memory are aligned here."""
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.empty(n + align, dtype=np.uint8)
+    start = (-raw.ctypes.data) % align
+    return raw[start:start + n].view(dtype).reshape(shape)
+
+
+def aligned(values: np.ndarray, align: int = 1024) -> np.ndarray:
+    """A copy of `values` whose first byte sits on an `align`-byte boundary (see empty_aligned)."""
+    out = empty_aligned(values.shape, values.dtype, align)
+    out[...] = values
+    return out
+
+
 def swizzle_offset(byte_offset, swizzle: str):
     """Where byte `byte_offset` of a box (as laid out unswizzled) lands in shared memory.
 
@@ -435,7 +454,7 @@ def bank_conflicts(addresses, width: int = 4) -> int:
     access `width` bytes (4, 8 or 16). Shared memory has 32 banks of 4 bytes; a wavefront
     serves at most one 4-byte word per bank. The rules below reproduce every count that ncu
     measured on an H200 (l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld, 2026-11-30,
-    chapters/01_cp_async/wavefronts_h200.json; 22 patterns). NVIDIA documents the 4-byte
+    chapters/ch01_cp_async/wavefronts_h200.json; 22 patterns). NVIDIA documents the 4-byte
     rule (CUDA Programming Guide, "Shared Memory" of compute capability 5.x and later); the
     8- and 16-byte rules are what the counters showed, not a documented specification.
 

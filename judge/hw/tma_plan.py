@@ -46,7 +46,7 @@ coordinates); the arguments of plan() are in NumPy order (outermost first), like
 `simulate(plan, ...)` is a CPU model of what the copies put in shared memory (byte offsets of
 the global tensor, in shared-memory order before the swizzle): tests and the tma_plan exercise
 use it to prove that a plan moves exactly the tile, each byte once, in the expected order.
-Run on an H200: chapters/02_tma/run.py plan_probe() loads the page's 8x256 float16 tile with
+Run on an H200: chapters/ch02_tma/run.py plan_probe() loads the page's 8x256 float16 tile with
 the planned rank-3 map and compares every byte with this model.
 """
 from __future__ import annotations

@@ -16,12 +16,16 @@ have the same bitfields. The shared-memory descriptor, 64 bits:
   bits  0-13  start address >> 4              bits 46-48  fixed 0b001 (the "version": sm_90's has 0)
   bits 16-29  leading byte offset >> 4        bits 49-51  base offset
   bits 32-45  stride byte offset >> 4         bit  52     LBO mode (0: LBO is a relative byte offset;
-  bits 53-60  0                                            1: an absolute address, for 48-byte K tiles)
+  bits 53-60  0                                            1: an absolute address, for 48-byte K tiles;
+                                                           sm_103a only, PTX ISA 9.7.16.4.1.1 Target ISA Note)
   bits 61-63  swizzle: 0 none, 1 128B with 32-byte atoms, 2 128B, 4 64B, 6 32B
 
-against wgmma's (judge.hw.wgmma): the same three byte fields at the same bits; the swizzle moved from
-bits 62-63 (1 = 128B, 2 = 64B, 3 = 32B) to 61-63 with new numbers (a wgmma code read by tcgen05 is a
-different swizzle: 1 is 128B_base32B there), and bits 46-48 must hold 1.
+against wgmma's (judge.hw.wgmma): the same three byte fields at the same bits, and bits 46-48 must hold 1.
+The swizzle field grew one bit downwards, from bits 62-63 to 61-63: wgmma's code c there sets the same
+bits as tcgen05's 2c (128B: 1 -> 2, 64B: 2 -> 4, 32B: 3 -> 6), so for every mode the same bits mean the
+same swizzle and a Hopper descriptor differs from tcgen05's in bit 46 only. The numbers differ because the
+field starts one bit lower: wgmma's number written into bits 61-63 as a number (1 for 128B) would be
+tcgen05's new mode 1, 128B_base32B (bit 61 alone, which wgmma's field cannot reach).
 
 The instruction descriptor (32 bits, the kind::f16 / tf32 / f8f6f4 / i8 layout):
   bits 0-1 sparsity selector, 2 sparse, 3 saturate (i8), 4-5 D format (0 F16, 1 F32, 2 S32),

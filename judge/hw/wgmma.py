@@ -8,14 +8,12 @@
     wgmma.kmajor_offset(9, 3, "128B")                 # where the canonical layout puts it (the same)
     dmn = wgmma.mnmajor_descriptor(0x400, "128B", rows=128)   # an N-major B tile, 128 x 16 (imm-trans-b 1)
     wgmma.operand_address(dmn, row=9, k=3, major="MN")        # where wgmma reads B[n=9][k=3]
-    wgmma.mnmajor_slice_descriptor(0x480, "64B", 2, rows=128) # k16 slice 2 of a 128 x 64 N-major tile, base offset 1
-    wgmma.mnmajor_read_steps(dmn, mn=9, k=3)                  # that address, step by step (box, k-row, XOR)
     wgmma.field_differences(d, dmn)                           # [(field, lowest bit, highest bit, have, want), ...]
     wgmma.fragment_coord(thread=37, reg=6, n=64)      # (row, col) of C that register d6 of thread 37 holds
     wgmma.fragment_owner(row=20, col=13, n=64)        # (thread, reg): the way back
     wgmma.ring_schedule(tiles=12, S=4, load=3, mma=2) # a model of the producer/consumer mbarrier ring
 
-Sources, and what each was checked against (tests/chapters/test_ch04_cpu.py runs the checks):
+Sources, and what each was checked against (tests/hw/test_wgmma.py runs the checks):
 - Descriptor fields: PTX ISA, "Asynchronous Warpgroup Level Matrix Shared Memory Layout: Matrix
   Descriptor Format": start address, leading and stride byte offsets are byte values >> 4 in
   14-bit fields at bits 0, 16 and 32; the base offset is 3 bits at 49; the swizzle mode is 2 bits
@@ -24,7 +22,7 @@ Sources, and what each was checked against (tests/chapters/test_ch04_cpu.py runs
   K-major descriptors with the stride byte offset of 8 rows (8 x 128 bytes) and an unused leading
   offset. The SASS agrees: the high 32 bits of a descriptor appear as an immediate (UMOV into the
   odd uniform register of HGMMA's gdesc[] pair), bit for bit what encode() gives
-  (sass_descriptor_words(); chapters/04_wgmma/wgmma_tile.cu shows it for all three swizzles).
+  (sass_descriptor_words(); chapters/ch04_wgmma/wgmma_tile.cu shows it for all three swizzles).
 - Accumulator fragment: PTX ISA, "Matrix Fragments for wgmma.mma_async.m64nNk16", accumulator D:
   warp w of the warpgroup owns rows 16w..16w+15; lane l holds rows 16w + l/4 and 16w + l/4 + 8,
   columns 8j + 2(l % 4) + {0, 1}; register d[i] is column pair j = i // 4, the lower row for
@@ -294,44 +292,6 @@ def mnmajor_descriptor(start: int, swizzle: str = "128B", *, rows: int = 64, k_e
     tile (k_elems > 16) starts 16 k-rows further: start + 2 * sbo swizzled, start + 2 * lbo without."""
     lbo, sbo = mnmajor_strides(swizzle, rows=rows, k_elems=k_elems, elem_bytes=elem_bytes)
     return encode(start, lbo, sbo, swizzle)
-
-
-def mnmajor_slice_descriptor(start: int, swizzle: str, ks: int, *, rows: int, k_elems: int = 64,
-                             elem_bytes: int = 2) -> int:
-    """The descriptor of k16 slice `ks` of the MN-major tile of `rows` (M or N) x `k_elems` k-rows at
-    `start` (mnmajor_offset), swizzled: the layout a TMA box with M/N inner leaves, boxes of span/elem_bytes
-    columns one after the other - chapters/04_wgmma/gemm_mn_major.cu's B slot. LBO = k_elems x span (the
-    next box), SBO = 8 x span (the next 8 k-rows), the slice 16 k-rows per ks further on, and the base
-    offset of a tile whose swizzle pattern starts at `start` (base_offset_for(start)): the same in every
-    slice, since a slice moves whole patterns (16 x span is two repeats)."""
-    if swizzle not in ("32B", "64B", "128B"):
-        raise ValueError(f"swizzle {swizzle!r}: a swizzled MN-major tile is 32B, 64B or 128B")
-    k_step = 32 // elem_bytes
-    if not 0 <= ks < k_elems // k_step:
-        raise ValueError(f"a tile of {k_elems} k-rows has k{k_step} slices 0..{k_elems // k_step - 1}, not {ks}")
-    lbo, sbo = mnmajor_strides(swizzle, rows=rows, k_elems=k_elems, elem_bytes=elem_bytes)
-    first = start + _layout.slice_start(ks, k_step, swizzle, "MN", rows=rows, k_elems=k_elems,
-                                        elem_bytes=elem_bytes)
-    return encode(first, lbo, sbo, swizzle, base_offset_for(start, swizzle))
-
-
-def mnmajor_read_steps(desc: int, mn: int, k: int, *, elem_bytes: int = 2) -> dict:
-    """How wgmma finds element [mn][k] (k < 16: in the slice) of a swizzled MN-major operand through its
-    descriptor, step by step - operand_address(desc, mn, k, major="MN") with its parts named:
-      block = mn bytes // span (LBO each), group = k // 8 (SBO each), k % 8 rows of span bytes, then
-      mn bytes % span; plain = the sum from the start; line = ((plain >> 7) - base_offset) mod the
-      pattern's lines; address = plain with its 16-byte chunk index XORed with line."""
-    d = decode(desc)
-    if d.swizzle == "none":
-        raise ValueError("mnmajor_read_steps follows a swizzled descriptor (layout 1, 2 or 3)")
-    span = SPAN[d.swizzle]
-    mb = mn * elem_bytes
-    plain = d.start + (mb // span) * d.lbo + (k // 8) * d.sbo + (k % 8) * span + mb % span
-    line = ((plain >> 7) - d.base_offset) % (span // 16)
-    address = _layout.swizzle_address(plain, d.swizzle, d.base_offset)
-    return {"start": d.start, "block": mb // span, "lbo": d.lbo, "group": k // 8, "sbo": d.sbo,
-            "row": k % 8, "span": span, "byte": mb % span, "plain": plain, "line": line,
-            "base_offset": d.base_offset, "address": address}
 
 
 def draw_layout(swizzle: str = "128B", major: str = "K", **kw):

@@ -73,7 +73,7 @@ __device__ __forceinline__ void mbar_inval(unsigned long long* bar) {
 // Too many: the phase never completes and every waiter hangs. Too few: the phase completes
 // while data is still landing. ORDER: the expect-tx must come before the arrival that could
 // complete the phase (here they are one operation); the copy itself may be issued, and even
-// land, earlier (chapters/02_tma/tx_late.cu).
+// land, earlier (chapters/ch02_tma/tx_late.cu).
 __device__ __forceinline__ void arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
                :: "r"(smem(bar)), "r"(bytes) : "memory");
@@ -86,7 +86,7 @@ __device__ __forceinline__ void arrive(unsigned long long* bar) {
 
 // Has the phase with this parity completed? One try. try_wait may suspend the thread until the
 // phase completes or a system-dependent time limit passes (PTX ISA 9.7.13.15.16);
-// on the H200 a loop of them polled about 70 times over 540,000 cycles (chapters/02_tma/topics.py
+// on the H200 a loop of them polled about 70 times over 540,000 cycles (chapters/ch02_tma/topics.py
 // wait_kinds), where a test_wait loop polled 5,456 times.
 __device__ __forceinline__ bool try_wait(unsigned long long* bar, unsigned parity) {
   unsigned done;
@@ -137,7 +137,7 @@ __device__ __forceinline__ void prefetch_map(const TensorMap* map) {
 // Elements of the box past the tensor's far edges are not written (the store is clipped; in the
 // innermost dimension to 16-byte chunks, measured). A STORE may not start at negative
 // coordinates: on the H200 a store at (-16, -4) stopped the kernel with
-// CUDA_ERROR_ILLEGAL_INSTRUCTION (chapters/02_tma/store_negative.cu, topics_h200.json).
+// CUDA_ERROR_ILLEGAL_INSTRUCTION (chapters/ch02_tma/store_negative.cu, topics_h200.json).
 // Completion is tracked by bulk groups, not by an mbarrier: commit(), then wait_read<N>().
 __device__ __forceinline__ void store_2d(const TensorMap* map, int x, int y, const void* src) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];"

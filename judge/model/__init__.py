@@ -8,7 +8,7 @@
     rep.counts["cp.async"], rep.counts["smem_fill.st.shared.bytes"]   # who filled shared memory
     # raises model.Violation (WRONG), model.Hang (HANG), model.Unsupported (cannot judge)
 
-Try it: .venv/bin/python -m pytest tests/model/test_model.py tests/model/test_model_ch12.py tests/model/test_model_ch3.py tests/model/test_model_ch4.py -q
+Try it: .venv/bin/python -m pytest tests/model/test_model.py tests/chapters/ch01_cp_async/test_on_model.py tests/chapters/ch02_tma/test_on_model.py tests/chapters/ch03_clusters/test_on_model.py tests/chapters/ch04_wgmma/test_on_model.py -q
         .venv/bin/python -m pytest tests/model/test_model_ops_alu.py tests/model/test_model_ops_memory.py \
             tests/model/test_model_ops_async.py tests/model/test_model_rules.py tests/model/test_model_inventory.py -q
 

@@ -103,6 +103,12 @@ def arrive(m, mb, t, ins, count=1, snapshot=None, when=None):
         phase_completed(m, mb, ins)
 
 
+def load_pc(m, ld) -> int:
+    """The instruction that issued a queued TMA/bulk load (m.tma_loads): where its first word was marked."""
+    w = ld["words"]
+    return int(m.w_pc[ld["cta"], w[0]]) if len(w) else m.cur_pc
+
+
 def phase_completed(m, mb, ins):
     """mb's phase just completed (judge.hw.mbarrier said so): the TMA bytes of the phase land in a
     scrambled order, its arrivals' clocks become what a successful wait acquires, sleepers wake."""
@@ -133,6 +139,9 @@ def phase_completed(m, mb, ins):
         m.w_thread[ld["cta"], w] = mb.col
         m.w_time[ld["cta"], w] = m.gtime
         m.w_group[ld["cta"], w] = done_phase
+    if loads:                                    # known complete only to a wait that observes this phase
+        mb.tma_phase = done_phase
+        mb.tma_pc = load_pc(m, loads[0])
     m.event("phase", mbarrier=f"0x{mb.off:x}", block=mb.cta, completed=done_phase, tma_loads=len(loads))
     for t in mb.waiters:
         m.blocked[t] = False

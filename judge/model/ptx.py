@@ -451,7 +451,7 @@ def _label(path: str, learner: str) -> tuple[str, bool]:
 def file_label(path: str, learner: str) -> str:
     """How a message names a `.file` of the PTX: the learner's file by its own name (`learner`, the file
     the build compiled), a file of the course by its path from the course's top folder
-    (`judge/include/tma.cuh`, `chapters/03_clusters/x.cuh`), a CUDA header by its path under include/,
+    (`judge/include/tma.cuh`, `chapters/ch03_clusters/x.cuh`), a CUDA header by its path under include/,
     anything else by its name. (Builds name the course's headers by their path in the course in #line
     markers, and NVRTC prefixes the folder it ran in, which need not be the course's.)"""
     return _label(path, learner)[0]

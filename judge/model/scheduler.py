@@ -338,15 +338,41 @@ def finish(m):
         if not b["done"]:
             completion.bulk_complete(m, b, m.k.code[-1])
 
+
+def _tma_loads_known_complete(m, c, ins):
+    """Block c's last thread exits: every TMA (bulk) load into its shared memory must be known complete, by a
+    wait of the block that observed the mbarrier phase its bytes complete (or a later phase of it). A load
+    whose phase no wait observed may, on the GPU, still be writing shared memory that now belongs to the
+    next block on the SM (rule exit-before-tma-load). on_exit calls it once per block."""
+    late = [ld for ld in m.tma_loads if ld["cta"] == c and "land" not in ld]
+    if late:
+        checks.fail(m, "exit-before-tma-load", ins,
+                    f"block rank {c} exits at {m.where(ins)} while the TMA load issued at "
+                    f"{m.where(m.k.code[completion.load_pc(m, late[0])])} has not completed: its mbarrier "
+                    f"{m.mbar_name(late[0]['mb'].off)} still waits for bytes or arrivals. A block's shared memory "
+                    f"is released at exit; issue only the loads some thread will wait for")
+        return
+    for (cta, off), mb in m.mbars.items():
+        if cta == c and getattr(mb, "tma_phase", -1) > getattr(mb, "observed", -1):
+            checks.fail(m, "exit-before-tma-load", ins,
+                        f"block rank {c} exits at {m.where(ins)} with no wait having observed phase "
+                        f"{mb.tma_phase} of {m.mbar_name(off)}, which completes the TMA load issued at "
+                        f"{m.where(m.k.code[mb.tma_pc])}: nothing tells the block that load has finished "
+                        f"writing its shared memory, which is released at exit. Issue only the loads some "
+                        f"thread will wait for (or wait for the last one before exiting)")
+            return
+
+
 def on_exit(m, mask, ins):
     """Threads in mask exited: a block's shared memory goes with its last thread; barriers stop waiting for them."""
     ts = np.nonzero(mask)[0]
+    # the blocks whose last thread exits now (each one once: cta_done)
+    finished = [int(c) for c in np.unique(m.cta[ts])
+                if not m.cta_done[c] and not m.alive[c * m.nthr_cta:(c + 1) * m.nthr_cta].any()]
+    m.cta_done[finished] = True
     if m.ncta > 1:
-        for c in np.unique(m.cta[ts]):
+        for c in finished:
             rows = np.arange(c * m.nthr_cta, (c + 1) * m.nthr_cta)
-            if m.cta_done[c] or m.alive[rows].any():
-                continue
-            m.cta_done[c] = True
             # every access of a peer into this block's shared memory must happen before it exits
             seen = m.VC[rows, :m.n].max(axis=0)
             late = m.remote_t[c] > seen
@@ -358,6 +384,8 @@ def on_exit(m, mask, ins):
                           f"peers still read or write its shared memory (DSMEM), and then the access "
                           f"faults. End with cluster.sync() so that no block leaves before its peers "
                           f"are done with it")
+    for c in finished:
+        _tma_loads_known_complete(m, c, ins)
     for b in list(m.bulk):
         if b["thread"] in set(ts.tolist()) and not b["read"]:
             checks.fail(m, "exit-before-bulk-read", ins,
@@ -367,7 +395,7 @@ def on_exit(m, mask, ins):
                       f"cp.async.bulk.wait_group.read 0 before exiting")
             completion.bulk_complete(m, b, ins)
     if m.tc is not None:                     # tensor memory still allocated when a block exits
-        tensor_memory.check_exit(m, ins)
+        tensor_memory.check_exit(m, ins, finished)
     # a barrier the exited threads no longer block
     for key, b in list(m.bars.items()):
         release_barrier(m, key, ins)

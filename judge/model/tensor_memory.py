@@ -147,9 +147,10 @@ def early_register(m, name, ins, what):
            f"tcgen05.wait::ld.sync.aligned. Wait before using the registers")
 
 
-def check_exit(m, ins):
+def check_exit(m, ins, finished=()):
     """Hook of the scheduler's on_exit: a block whose threads all exited must have freed its columns, and
-    must not leave its peer waiting in tcgen05.alloc.cta_group::2."""
+    must not leave its peer waiting in tcgen05.alloc.cta_group::2; a block whose last thread exits now (in
+    `finished`) must have no tcgen05.commit still to arrive on its mbarriers."""
     tc = m.tc
     for pair, w in list(tc.pair_alloc.items()):
         peer = w["cta"] ^ 1
@@ -161,6 +162,16 @@ def check_exit(m, ins):
                    f"{m.where(m.k.code[w['pc']])} for a warp of its peer CTA (block rank {peer}), which exited "
                    f"without allocating: with .cta_group::2 one warp in EACH CTA of the pair executes the "
                    f"alloc (and the dealloc), and the first to arrive blocks until the other does")
+    for c in finished:
+        late = next((x for x in tc.commits if any(b.cta == c for b in [x.mb, *x.also])), None)
+        if late is not None:
+            b = next(b for b in [late.mb, *late.also] if b.cta == c)
+            who = f"block rank {c}" if m.ncta > 1 else "the block"
+            m.fail("tcgen05-commit-at-exit", ins,
+                   f"{who} exits at {m.where(ins)} while the tcgen05.commit at {m.where(m.k.code[late.pc])} has "
+                   f"not arrived on {m.mbar_name(b.off)}: no wait observed the phase it completes, and its "
+                   f"arrival writes shared memory the block releases at exit. Wait for that phase (a final "
+                   f"drain of the ring's barriers) before the block's threads exit")
     for c, cm in enumerate(tc.cta):
         if cm.leak_checked or not cm.allocs:
             continue

@@ -4,7 +4,7 @@
     rep = tiles.run_tile(build, "tcgen05_tile", K=128)    # random bf16 inputs, C against float64
     judge.hw.tmem.protocol_from_run(rep)                    # what the model saw it do, as tmem steps
 
-Try it: python -m pytest tests/hw/test_ch05_tmem.py -q
+Try it: python -m pytest tests/hw/test_tmem.py -q
 """
 from __future__ import annotations
 

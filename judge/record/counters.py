@@ -1,14 +1,24 @@
-"""Profiler counters behind the chapters' "why": Nsight Compute (ncu) on every chapter-4 ladder rung and
-variant, the chapter-1 SGEMM kernels, the chapter-3 kernels the prose explains and chapter 5's FP8 GEMM
-(gemm_fp8.cu: plain, PROMOTE=1, PROMOTE=2). Needs an H100/H200
-with `ncu` on the PATH; the record run calls it as its part "counters".
+"""Profiler counters behind the chapters' "why": Nsight Compute (ncu) on the kernels each chapter names for
+it (chapter 1's SGEMMs, chapter 3's histograms, DSMEM probe and multicast, chapter 4's ladder rungs and
+variants, chapter 5's FP8 GEMM, cuBLAS beside them). Needs an H100/H200 with `ncu` on the PATH; the record run
+calls it as its part "counters".
 
     python -m judge.record.hopper_run --part counters --out $OUT     # the whole pass (about 5 minutes)
     python -m judge.record.counters --list                           # the kernels it profiles (any machine)
     python -m judge.record.counters --only ch04 --out DIR            # a subset, no record written
-    python -m judge.record.counters --run ch04.tma_ring              # the child: one checked launch
+    python -m chapters.ch04_wgmma.counters --run ch04.tma_ring       # a child: one checked launch
     python -m judge.record.hopper_run --part counters --only ch04 --out $OUT   # in parts: counters.json
     python -m judge.record.hopper_run --part counters --only ch01,ch03 --out $OUT  # keeps both parts' rows
+
+What runs is the chapters' own code, never imported here. A chapter declares in its figures.toml
+
+    [counters]
+    module = "chapters.ch04_wgmma.counters"
+    what = "every rung and variant of the ladder at 4096³, ..."     # said in --list and in the section
+
+and that module (its command line is chapter_main below) lists the chapter's kernels (`--list`: id, chapter,
+label, kernel name for ncu's -k, size, sources, and "ledger" where a ledger is wanted) and makes the one
+checked launch of each (`--run ID`), printing its verdict through say().
 
 How. A separate profiling pass: profiling replays each kernel once per metric pass and perturbs timing,
 so no figure here is a time to compare with the timing runs. Each kernel runs in its own child process
@@ -16,29 +26,29 @@ under ncu (one failure or hang costs one row):
 
     ncu --target-processes all -k regex:^NAME$ -c 1 --clock-control none --csv --page raw
         --print-units base --log-file LOG --section WarpStateStats --section Occupancy
-        --section LaunchStats --metrics M1,M2,... python -m judge.record.counters --run ID
+        --section LaunchStats --metrics M1,M2,... python -m chapters.chNN_name.counters --run ID
 
-The child makes fresh random inputs at the chapter's size (GEMMs at 4096^3; rungs 8 and 10 also at 8192^3,
-where rung 10 splits its last round of tiles and 4096^3 does not; the promoting FP8 kernels also at 8192^3), poisons the output,
-launches the kernel ONCE (that launch is the one ncu profiles), then checks the output against a
-float64 (or exact integer) reference; the row says whether that check passed. Metrics that this ncu
-does not know (checked against `ncu --query-metrics` first) or cannot read on this GPU are "n/a" in
-the row; they never cost the row. If ncu refuses a metric anyway, the kernel is profiled again without
-the metrics its message names (or, if it names none, with only what was seen working on the H200:
-VERIFIED, VERIFIED_SECTIONS), and the kernels after it use what worked.
+The child makes fresh random inputs at the chapter's size, poisons the output, launches the kernel ONCE (that
+launch is the one ncu profiles), then checks the output against a float64 (or exact integer) reference; the
+row says whether that check passed. Metrics that this ncu does not know (checked against `ncu --query-metrics`
+first) or cannot read on this GPU are "n/a" in the row; they never cost the row. If ncu refuses a metric
+anyway, the kernel is profiled again without the metrics its message names (or, if it names none, with only
+what was seen working on the H200: VERIFIED, VERIFIED_SECTIONS), and the kernels after it use what worked.
 
 Each row: id, chapter, label, kernel, ok/check (the output check), seconds, summary (the figures the
 chapters quote: pipe utilisation, achieved occupancy, blocks per SM, the top warp-stall reasons, L2 and
 DRAM bytes, shared-memory wavefronts and bank conflicts, DSMEM traffic) and metrics (every metric ncu
-returned, {"value", "unit"}). The kernels of LEDGERED also carry a "ledger": their child run once more with
-ncu's SourceCounters section, and the report's source page read per SASS instruction: warp-state samples,
-their share by kind of instruction ("by family") and the LEDGER_TOP instructions with the most (ledger_one). The rows go into the record as sections "ch01.counters", "ch03.counters",
-"ch04.counters", "ch05.counters", and into OUT/counters.json; the raw ncu logs into OUT/ncu_logs/ID.csv.
+returned, {"value", "unit"}). The kernels listed with "ledger" also carry a "ledger": their child run once
+more with ncu's SourceCounters section, and the report's source page read per SASS instruction: warp-state
+samples, their share by kind of instruction ("by family") and the LEDGER_TOP instructions with the most
+(ledger_one). The rows go into the record as sections "<chapter>.counters" (ch01.counters, ...), and into
+OUT/counters.json; the raw ncu logs into OUT/ncu_logs/ID.csv.
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import io
 import json
 import math
@@ -53,29 +63,9 @@ from pathlib import Path
 
 from judge import config
 
-CH01 = config.CHAPTERS_DIR / "01_cp_async"
-CH03 = config.CHAPTERS_DIR / "03_clusters"
-CH04 = config.CHAPTERS_DIR / "04_wgmma"
-CH05 = config.CHAPTERS_DIR / "05_blackwell"
-#: chapter 5's FP8 GEMM (chapters/04_wgmma/gemm_fp8.cu), by PROMOTE level, at these sizes
-FP8_PROFILED = ((0, 4096), (1, 4096), (2, 4096), (0, 8192), (1, 8192), (2, 8192))
-#: PROMOTE=2 built with DESC_STEP=0 (each k32 descriptor built anew from its address), for the ledger below
-FP8_ANEW = {"id": "ch05.fp8_promote2_anew", "label": "gemm_fp8.cu, descriptors built anew (PROMOTE=2, DESC_STEP=0)",
-            "defines": {"PROMOTE": 2, "DESC_STEP": 0}}
-#: Kernels that also get a per-instruction ledger: ncu's SourceCounters section, warp-state samples per SASS
-#: instruction (ledger_one), for the "why" that names instructions (chapter 5: stepped descriptors).
-LEDGERED = ("ch05.fp8_promote2", "ch05.fp8_promote2_anew", "ch05.cublas_fp8_default")
+#: the key of a chapter's figures.toml that names its module for this pass ([counters] module = "chapters....")
+DECLARED_BY = "counters"
 LEDGER_TOP = 40                  # instructions kept per ledger, by samples
-#: cuBLAS's own kernels, profiled the same way, for the chapters to put beside theirs: (id, chapter, what, n).
-#: What runs is cuBLAS's choice; its name says its tile, stages and cluster (chapters/04_wgmma/cublas_kernels.py).
-CUBLAS_PROFILED = (("ch04.cublas_bf16", "ch04", "bf16", 4096), ("ch04.cublas_bf16_8192", "ch04", "bf16", 8192),
-                   ("ch05.cublas_fp8_fast", "ch05", "fp8 fast", 4096),
-                   ("ch05.cublas_fp8_fast_8192", "ch05", "fp8 fast", 8192),
-                   ("ch05.cublas_fp8_default", "ch05", "fp8 default", 4096),
-                   ("ch05.cublas_fp8_default_8192", "ch05", "fp8 default", 8192))
-#: ncu's kernel filter for them: the child launches no other GEMM before the profiled call
-CUBLAS_KERNELS = "nvjet|xmma|cutlass|gemm"
-GEMM_N = 4096                    # every GEMM is profiled at 4096^3
 CHILD_TIMEOUT = 120              # seconds per kernel, ncu included
 SECTIONS = ("WarpStateStats", "Occupancy", "LaunchStats")
 VERIFIED_SECTIONS = ("WarpStateStats", "Occupancy")     # seen working on the H200 (FACTS.md)
@@ -168,62 +158,39 @@ NA = "n/a"
 
 
 # ----------------------------------------------------------------------------- the kernels
-def _slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
-
-
-def kernels() -> list[dict]:
-    """Every kernel the pass profiles: id, chapter, label, kernel (its name, for ncu's -k), sources."""
-    sys.path[:0] = [str(CH01), str(CH04)]
-    try:
-        import ladder
-        import sgemm
-    finally:
-        del sys.path[:2]
-    out = []
-    # every rung and variant at 4096^3; again at 8192^3 those whose claim rests on it (rung 10 splits its
-    # last round there, at 4096^3 it does not) with the rung they are compared with
-    at = [(r, GEMM_N) for r in ladder.RUNGS + ladder.VARIANTS] + [(ladder.rung(x), 8192) for x in ladder.profiled_at(8192)]
-    for r, n in at:
-        out.append({"id": f"ch04.{_slug(r['name'])}" + ("" if n == GEMM_N else f"_{n}"), "chapter": "ch04",
-                    "label": r["name"], "kernel": r["kernel"], "variant": r not in ladder.RUNGS or n != GEMM_N,
-                    **({} if n == GEMM_N else {"n": n}), "sources": [str(CH04 / r["file"]), str(CH04 / "ladder.py")]})
-    out += _cublas_kernels("ch04")
-    for label, f, defines in sgemm.BASELINES:
-        out.append({"id": f"ch01.{Path(f).stem}", "chapter": "ch01", "label": label,
-                    "kernel": sgemm.spec(f, defines).name, "sources": [str(CH01 / f), str(CH01 / "sgemm.py")]})
-    hist = [str(CH03 / "histogram.cu"), str(config.ROOT / "exercises" / "dsmem_histogram" / "solution.cu")]
-    for kid, label, kern in (("hist_global", "histogram: global atomics", "hist_global"),
-                             ("hist_sliced", "histogram: shared, sliced", "hist_sliced"),
-                             ("hist_cluster2", "histogram: cluster of 2 (DSMEM)", "cluster_histogram"),
-                             ("hist_cluster4", "histogram: cluster of 4 (DSMEM)", "cluster_histogram")):
-        out.append({"id": f"ch03.{kid}", "chapter": "ch03", "label": label, "kernel": kern,
-                     "sources": hist + [str(CH03 / "run.py")]})
-    for t in ("local", "peer", "l2"):
-        out.append({"id": f"ch03.dsmem_bandwidth_{t}", "chapter": "ch03",
-                    "label": f"DSMEM probe: 16-byte loads from {t}, every SM", "kernel": f"dsmem_bandwidth_{t}",
-                    "sources": [str(CH03 / "dsmem_probe.cu"), str(CH03 / "run.py")]})
-    for c in (1, 2, 4):
-        out.append({"id": f"ch03.multicast_{c}", "chapter": "ch03",
-                    "label": "multicast_reuse: plain TMA" if c == 1 else f"multicast_reuse: multicast to {c}",
-                    "kernel": "multicast_reuse", "sources": [str(CH03 / "multicast_reuse.cu"), str(CH03 / "run.py")]})
-    for promote, n in FP8_PROFILED:
-        out.append({"id": f"ch05.fp8_promote{promote}" + ("" if n == GEMM_N else f"_{n}"), "chapter": "ch05",
-                    "label": f"gemm_fp8.cu PROMOTE={promote}", "kernel": "gemm_fp8", "promote": promote,
-                    **({} if n == GEMM_N else {"n": n}),
-                    "sources": [str(CH04 / "gemm_fp8.cu"), str(CH05 / "fp8.py")]})
-    out.append({**FP8_ANEW, "chapter": "ch05", "kernel": "gemm_fp8", "promote": 2, "variant": True,
-                "sources": [str(CH04 / "gemm_fp8.cu"), str(CH05 / "fp8.py")]})
-    out += _cublas_kernels("ch05")
+def chapter_modules() -> dict[str, str]:
+    """module -> what it profiles, for each chapter that declares this pass in its figures.toml
+    ([counters] module = ..., what = ...), in the chapters' order. The engine never imports the modules: it
+    starts them (python -m MODULE --list / --run ID)."""
+    from judge.record import write
+    out = {}
+    for path, decl in write.declarations():
+        if DECLARED_BY not in decl:
+            continue
+        module, what = decl[DECLARED_BY].get("module"), decl[DECLARED_BY].get("what")
+        if not (isinstance(module, str) and re.fullmatch(r"chapters\.ch\d\d_\w+\.\w+", module)):
+            raise ValueError(f"{path}: [{DECLARED_BY}] module = {module!r} is not a chapter's module (chapters.chNN_name.x)")
+        if not what:
+            raise ValueError(f"{path}: [{DECLARED_BY}] needs what = \"...\": what the pass profiles in this chapter")
+        out[module] = what
     return out
 
 
-def _cublas_kernels(chapter: str) -> list[dict]:
-    return [{"id": kid, "chapter": ch, "label": f"cuBLAS {what}" if what == "bf16" else
-             "cuBLAS FP8, " + ("use_fast_accum=True" if what == "fp8 fast" else "default (promoting)"),
-             "kernel": CUBLAS_KERNELS, "regex": True, "cublas": what, "variant": True, "n": n,
-             "sources": [str(CH04 / "ladder.py")] if what == "bf16" else [str(CH05 / "fp8.py")]}
-            for kid, ch, what, n in CUBLAS_PROFILED if ch == chapter]
+@functools.cache
+def _listed(module: str) -> tuple[dict, ...]:
+    """The kernels a chapter's module lists: `python -m MODULE --list` in a child, one JSON object a line."""
+    p = subprocess.run([sys.executable, "-m", module, "--list"], capture_output=True, text=True, cwd=config.ROOT,
+                       env=_child_env(), timeout=CHILD_TIMEOUT)
+    if p.returncode:
+        raise RuntimeError(f"python -m {module} --list failed ({p.returncode}): {p.stderr[-2000:]}")
+    return tuple(json.loads(line) for line in p.stdout.splitlines() if line.strip())
+
+
+def kernels() -> list[dict]:
+    """Every kernel the pass profiles, chapter by chapter: the rows each chapter's module lists (id, chapter,
+    label, kernel (its name, or with "regex" a pattern, for ncu's -k), size, sources; "variant", "ledger" where
+    they hold), each with "module", the chapter's module that makes its one checked launch."""
+    return [{**k, "module": module} for module in chapter_modules() for k in _listed(module)]
 
 
 def select(only: str = "") -> list[dict]:
@@ -232,176 +199,29 @@ def select(only: str = "") -> list[dict]:
     return [k for k in kernels() if not words or any(w in k["id"] for w in words)]
 
 
-# ----------------------------------------------------------------------------- the child: one launch
-def _say(ok: bool, message: str) -> None:
+# ----------------------------------------------------------------------------- a chapter's module
+def say(ok: bool, message: str) -> None:
+    """The child's verdict on its launch, in the one line the pass reads from its output."""
     print(f"COUNTERS-CHECK: {'ok' if ok else 'WRONG'} {message}", flush=True)
 
 
-def _run_ch04(name: str, n: int = GEMM_N) -> None:
-    import torch
-    sys.path.insert(0, str(CH04))
-    import ladder
-    seed = int.from_bytes(os.urandom(4), "little")
-    a, b = ladder._inputs(n, n, n, seed)
-    c = ladder._poisoned(n, n)
-    launch = ladder.launcher(name, n, n, n)
-    launch(a, b, c)                              # the launch ncu profiles
-    torch.cuda.synchronize()
-    g = torch.Generator(device="cuda").manual_seed(seed + 1)
-    rows = torch.randperm(n, device="cuda", generator=g)[:512].sort().values
-    cols = torch.randperm(n, device="cuda", generator=g)[:512].sort().values
-    ref, atol = ladder.reference(a, b, rows, cols)
-    from judge.grading import compare
-    r = compare.compare(c[rows][:, cols].float().cpu().numpy(), ref.cpu().numpy(), rtol=ladder.RTOL,
-                        atol=atol.cpu().numpy(), norm_tol=ladder.NORM_TOL,
-                        case=f"{name} {n}^3 seed {seed} (512 x 512 sample)")
-    _say(r.ok, r.message or r.case)
-
-
-def _run_ch01(kernel_file: str, defines) -> None:
-    import cupy
-    sys.path.insert(0, str(CH01))
-    import sgemm
-    from judge.grading import compare
-    n = GEMM_N
-    seed = int.from_bytes(os.urandom(4), "little")
-    launch = sgemm.Launcher(kernel_file, defines)
-    A, B = sgemm.random_inputs(n, n, n, seed=seed)
-    C = compare.poison(cupy.empty((n, n), dtype=cupy.float32))
-    launch(A, B, C)                              # the launch ncu profiles
-    cupy.cuda.get_current_stream().synchronize()
-    ref = cupy.matmul(A[:512].astype(cupy.float64), B.astype(cupy.float64))
-    r = compare.compare(C[:512], ref, case=f"{kernel_file} {n}^3 seed {seed} rows 0..511", **sgemm.tolerances(n))
-    _say(r.ok, r.message or r.case)
-
-
-def _run_ch03(kid: str) -> None:
-    """One launch of a chapter-3 kernel at the chapter's size (chapters/03_clusters/run.py's defaults)."""
-    import cupy as cp
-    import numpy as np
-    sys.path.insert(0, str(CH03))
-    import run as ch03
-    from judge import gpu
-    from judge.grading import compare
-    rng = np.random.default_rng()
-    sms = gpu.info().sms
-    if kid.startswith("hist_"):
-        n, bins = 1 << 26, 65536                 # histogram()'s size, uniform input
-        host = rng.integers(0, bins, n, dtype=np.int32)
-        ref = np.bincount(host, minlength=bins).astype(np.int64)
-        x = cp.asarray(host)
-        hist = cp.zeros(bins, dtype=cp.uint32)
-        if kid == "hist_global":
-            ch03.run_kernel("histogram", "hist_global", grid=sms * 8, block=256, args=(x, np.int32(n), hist))
-        elif kid == "hist_sliced":
-            slice_ = min(bins, 24576)
-            ch03.run_kernel("histogram", "hist_sliced", grid=(2 * sms, -(-bins // slice_)), block=256,
-                            args=(x, np.int32(n), np.int32(bins), np.int32(slice_), hist), shared_bytes=4 * slice_)
-        else:
-            c = int(kid[len("hist_cluster"):])
-            per = 4 * (-(-bins // c))
-            d = {"CLUSTER": c, "BLOCKS": c}
-            fit = ch03.max_clusters(ch03.HISTOGRAM_SOLUTION, "cluster_histogram", block=256, cluster=c,
-                                    shared_bytes=per, defines=d) or sms // c
-            ch03.run_kernel(ch03.HISTOGRAM_SOLUTION, "cluster_histogram", grid=fit * c, block=256,
-                            args=(x, np.int32(n), np.int32(bins), hist), shared_bytes=per, cluster=c, defines=d)
-        ch03._sync()
-        r = compare.compare(hist.astype(cp.int64), ref, case=f"{kid}, {bins} bins, uniform, n = {n}")
-        return _say(r.ok, r.message or r.case)
-    if kid.startswith("dsmem_bandwidth_"):
-        t = kid[len("dsmem_bandwidth_"):]
-        n_vec, reps, threads = 4096, 64, 512     # dsmem_bandwidth()'s defaults
-        words = rng.integers(0, 2 ** 32, 4 * n_vec, dtype=np.uint64).astype(np.uint32)
-        want = int((int(words.astype(np.uint64).sum()) * reps) % 2 ** 32)
-        sb = max(16 * n_vec, 120 << 10)
-        full = ch03.max_clusters("dsmem_probe", "dsmem_bandwidth_local", block=threads, cluster=2,
-                                 shared_bytes=sb) or sms // 2
-        out = compare.poison(cp.empty(4 * full, dtype=cp.uint64))
-        ch03.run_kernel("dsmem_probe", f"dsmem_bandwidth_{t}", grid=2 * full, block=threads,
-                        args=(cp.asarray(words), np.int32(n_vec), np.int32(reps), out), shared_bytes=sb, cluster=2)
-        ch03._sync()
-        sums = out.get().reshape(full, 4)[:, 3]
-        ok = bool((sums == want).all())
-        return _say(ok, f"{kid}: {full} clusters of 2, checksum " + ("as expected" if ok else
-                                                                     f"{sums[0]} != {want}"))
-    if kid.startswith("multicast_"):
-        c = int(kid[len("multicast_"):])
-        from judge.hw import tma
-        K, m_tiles, n_tiles = 8192, 8, 16        # multicast()'s defaults
-        M, N = m_tiles * 64, n_tiles * 64
-        A_h = rng.standard_normal((M, K)).astype(np.float32)
-        B_h = rng.standard_normal((N, K)).astype(np.float32)
-        a3 = A_h.astype(np.float64).reshape(m_tiles, 64, K)
-        b3 = B_h.astype(np.float64).reshape(n_tiles, 64, K)
-        ref = sum(a3[:, i, :] @ b3[:, i, :].T for i in range(64))
-        A, B = cp.asarray(ch03.tile_major(A_h)), cp.asarray(ch03.tile_major(B_h))
-        out = compare.poison(cp.empty((m_tiles, n_tiles), dtype=cp.float32))
-        ch03.run_kernel("multicast_reuse", "multicast_reuse", grid=(n_tiles, m_tiles), block=256,
-                        args=(tma.tensor_map(A, box=(64, 64 // c)), tma.tensor_map(B, box=(64, 64)), np.int32(K),
-                              np.int32(M), np.int32(N), out),
-                        shared_bytes=ch03.multicast_smem(), cluster=c, defines={"MULTICAST": int(c > 1), "CLUSTER": c})
-        ch03._sync()
-        r = compare.compare(out, ref, rtol=1e-4, atol=0.05, case=f"multicast_reuse, cluster {c}")
-        return _say(r.ok, r.message or r.case)
-    raise KeyError(kid)
-
-
-def _run_ch05(promote: int, n: int, defines: dict | None = None) -> None:
-    """One launch of gemm_fp8.cu (PROMOTE=promote, or built with `defines`) at n^3, checked as fp8.py checks it
-    (fp8.wgmma_fp8_check: fresh block-quantized inputs, C poisoned, against float64)."""
-    sys.path.insert(0, str(CH05))
-    import fp8
-    fp8.wgmma_fp8_check(n, n, n, promote=promote, defines=defines, say=_say)   # the launch ncu profiles
-
-
-def _run_cublas(what: str, n: int) -> None:
-    """ONE cuBLAS call at n^3 (bf16 a @ b.T, or torch._scaled_mm with the FP8 block scales per row and column,
-    fast or default accumulation) on fresh random inputs, output poisoned where the call takes one, checked
-    against float64 computed AFTER the call (so the profiled launch is the process's first GEMM)."""
-    import torch
-    from judge.grading import compare
-    seed = int.from_bytes(os.urandom(4), "little")
-    if what == "bf16":
-        sys.path.insert(0, str(CH04))
-        import ladder
-        a, b = ladder._inputs(n, n, n, seed)
-        c = a @ b.T                                  # the launch ncu profiles
-        torch.cuda.synchronize()
-        r = ladder.compare_output(c, a, b, case=f"cuBLAS bf16 {n}^3 seed {seed}")
-        return _say(r.ok, r.message or r.case)
-    sys.path.insert(0, str(CH05))
-    import fp8
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    qa, sa = fp8.quantize_blocks(torch.randn(n, n, device="cuda", generator=g))
-    qb, sb = fp8.quantize_blocks(torch.randn(n, n, device="cuda", generator=g))
-    ra, rb = fp8.row_scales({"qa": qa, "qb": qb, "sa": sa, "sb": sb})
-    c = compare.poison(torch.empty(n, n, device="cuda", dtype=torch.bfloat16))
-    out = fp8._scaled_mm_paths(rowwise=True)[what.split()[1]](qa, qb, c, sa, sb, ra, rb)   # the launch ncu profiles
-    torch.cuda.synchronize()
-    rel, bad = fp8._rel_err64(out, fp8.dequantize_blocks(qa, sa) @ fp8.dequantize_blocks(qb, sb).T)
-    _say(bad == 0 and rel < fp8.REL_TOL, f"cuBLAS {what} {n}^3 seed {seed}: rel. error {rel:.2e}, {bad} not finite")
-
-
-def run_child(kid: str) -> int:
-    """The child process: one checked launch of kernel `kid` (ncu profiles that launch)."""
-    k = next((k for k in kernels() if k["id"] == kid), None)
+def chapter_main(kernels_of_chapter, run, argv=None) -> int:
+    """The command line of a chapter's module for this pass: --list prints its kernels (one JSON object a
+    line), --run ID makes the one checked launch of kernel ID that ncu profiles (run(row) calls say())."""
+    ap = argparse.ArgumentParser(description="a chapter's kernels for the counters pass (judge/record/counters.py)")
+    ap.add_argument("--list", action="store_true", help="the kernels, one JSON object a line")
+    ap.add_argument("--run", metavar="ID", help="one checked launch of kernel ID (what ncu profiles)")
+    args = ap.parse_args(argv)
+    rows = kernels_of_chapter()
+    if args.list:
+        for k in rows:
+            print(json.dumps(k), flush=True)
+        return 0
+    k = next((k for k in rows if k["id"] == args.run), None)
     if k is None:
-        print(f"no kernel {kid!r}; python -m judge.record.counters --list shows them", file=sys.stderr)
+        print(f"no kernel {args.run!r}; --list shows them", file=sys.stderr)
         return 2
-    ch, rest = kid.split(".", 1)
-    if "cublas" in k:
-        _run_cublas(k["cublas"], k["n"])
-    elif ch == "ch04":
-        _run_ch04(k["label"], k.get("n", GEMM_N))
-    elif ch == "ch05":
-        _run_ch05(k["promote"], k.get("n", GEMM_N), k.get("defines"))
-    elif ch == "ch01":
-        sys.path.insert(0, str(CH01))
-        import sgemm
-        f, defines = next((f, d) for _, f, d in sgemm.BASELINES if Path(f).stem == rest)
-        _run_ch01(f, defines)
-    else:
-        _run_ch03(rest)
+    run(k)
     return 0
 
 
@@ -419,9 +239,10 @@ def usable(wanted, known: set[str]) -> list[str]:
 
 
 def ncu_command(kid: str, kernel: str, metrics, log: Path, ncu: str = "ncu", sections=SECTIONS,
-                regex: bool = False) -> list[str]:
-    """The command that profiles the one launch of kernel `kernel` made by the child `kid` (regex: `kernel`
-    is a pattern that the name contains, for a library's kernels, whose names the library chooses)."""
+                regex: bool = False, module: str = "MODULE") -> list[str]:
+    """The command that profiles the one launch of kernel `kernel` made by the child `kid`, which the chapter's
+    `module` runs (regex: `kernel` is a pattern that the name contains, for a library's kernels, whose names
+    the library chooses)."""
     cmd = [ncu, "--target-processes", "all", "-k", f"regex:{kernel}" if regex else f"regex:^{re.escape(kernel)}$", "-c", "1",
            "--clock-control", "none", "--csv", "--page", "raw", "--print-units", "base",
            "--log-file", str(log)]
@@ -429,7 +250,7 @@ def ncu_command(kid: str, kernel: str, metrics, log: Path, ncu: str = "ncu", sec
         cmd += ["--section", s]
     if metrics:
         cmd += ["--metrics", ",".join(metrics)]
-    return cmd + [sys.executable, "-m", "judge.record.counters", "--run", kid]
+    return cmd + [sys.executable, "-m", module, "--run", kid]
 
 
 def _number(text: str):
@@ -582,13 +403,14 @@ def profile_one(k: dict, metrics, log_dir: Path, ncu: str, timeout: float = CHIL
     log = log_dir / f"{k['id']}.csv"
     row = {"id": k["id"], "chapter": k["chapter"], "label": k["label"], "kernel": k["kernel"],
            "variant": k.get("variant", False),
-           "size": f"{k.get('n', GEMM_N)}^3" if k["chapter"] != "ch03" else "chapter's defaults"}
+           "size": k["size"]}
     mets, secs = list(metrics), tuple(sections)
     parsed = []
     for attempt in range(3):
         if log.exists():
             log.unlink()
-        rc, out = _run(ncu_command(k["id"], k["kernel"], mets, log, ncu, secs, k.get("regex", False)), timeout, env)
+        rc, out = _run(ncu_command(k["id"], k["kernel"], mets, log, ncu, secs, k.get("regex", False), k["module"]),
+                       timeout, env)
         text = log.read_text(errors="replace") if log.exists() else ""
         parsed = parse_raw_csv(text) or parse_raw_csv(out)      # the CSV goes to the log; stdout if not
         check = [ln for ln in out.splitlines() if ln.startswith("COUNTERS-CHECK:")]
@@ -629,13 +451,14 @@ def profile_one(k: dict, metrics, log_dir: Path, ncu: str, timeout: float = CHIL
 
 
 # ----------------------------------------------------------------------------- the ledger: samples per instruction
-def ledger_commands(kid: str, kernel: str, rep: Path, ncu: str = "ncu", regex: bool = False) -> tuple[list, list]:
+def ledger_commands(kid: str, kernel: str, rep: Path, ncu: str = "ncu", regex: bool = False,
+                    module: str = "MODULE") -> tuple[list, list]:
     """(profile, print): ncu's SourceCounters section on the child's one launch into report `rep`, then that
     report's source page as CSV, one row per SASS instruction with its warp-state samples."""
     sel = f"regex:{kernel}" if regex else f"regex:^{re.escape(kernel)}$"
     run = [ncu, "--target-processes", "all", "-k", sel, "-c", "1", "--clock-control", "none",
            "--section", "SourceCounters", "--section", "WarpStateStats", "--import-source", "no",
-           "-f", "-o", str(rep), sys.executable, "-m", "judge.record.counters", "--run", kid]
+           "-f", "-o", str(rep), sys.executable, "-m", module, "--run", kid]
     page = [ncu, "-i", f"{rep}.ncu-rep", "--page", "source", "--csv", "--print-source", "sass"]
     return run, page
 
@@ -703,7 +526,7 @@ def ledger_one(k: dict, log_dir: Path, ncu: str, timeout: float = CHILD_TIMEOUT)
     (parse_source_page) and its check; the report itself is deleted (the CSV stays in log_dir)."""
     env = _child_env()
     rep = log_dir / f"{k['id']}_ledger"
-    run, page = ledger_commands(k["id"], k["kernel"], rep, ncu, k.get("regex", False))
+    run, page = ledger_commands(k["id"], k["kernel"], rep, ncu, k.get("regex", False), k["module"])
     rc, out = _run(run, timeout, env)
     check = [ln for ln in out.splitlines() if ln.startswith("COUNTERS-CHECK:")]
     try:
@@ -771,7 +594,7 @@ def profile_all(out_dir: Path, only: str = "", save: bool = True, timeout: float
     rows = []
     for i, k in enumerate(todo, 1):
         r = profile_one(k, metrics, log_dir, ncu, timeout, sections)
-        if k["id"] in LEDGERED:
+        if k.get("ledger"):
             r["ledger"] = ledger_one(k, log_dir, ncu, timeout)
             print(f"   ledger: {r['ledger'].get('samples', 0):.0f} samples, "
                   f"{r['ledger'].get('by family') or r['ledger'].get('error')}", flush=True)
@@ -789,7 +612,8 @@ def profile_all(out_dir: Path, only: str = "", save: bool = True, timeout: float
         if save and last_of_chapter:        # saved chapter by chapter: a pass cut short keeps what it did
             ch = k["chapter"]
             srcs = sorted({s for x in todo if x["chapter"] == ch for s in x["sources"]} | {__file__})
-            record.save(f"{ch}.counters", {**meta, "rows": [x for x in rows if x["chapter"] == ch]}, sources=srcs)
+            record.save(f"{ch}.counters", {**meta, "what": chapter_modules().get(k["module"], ""),
+                                           "rows": [x for x in rows if x["chapter"] == ch]}, sources=srcs)
     print(table(rows), flush=True)
     print(f"counters: {sum('summary' in r for r in rows)}/{len(rows)} kernels profiled, "
           f"{sum(bool(r.get('ok')) for r in rows)} checked ok, {time.time() - t0:.0f} s", flush=True)
@@ -798,18 +622,19 @@ def profile_all(out_dir: Path, only: str = "", save: bool = True, timeout: float
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m judge.record.counters", description=__doc__.split("\n")[0])
-    ap.add_argument("--run", metavar="ID", help="child: one checked launch of kernel ID (what ncu profiles)")
     ap.add_argument("--list", action="store_true", help="list the kernels and exit")
     ap.add_argument("--only", default="", help="only ids containing one of these comma-separated words")
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="where counters.json and ncu_logs/ go")
     ap.add_argument("--timeout", type=float, default=CHILD_TIMEOUT, help="seconds per kernel")
     args = ap.parse_args(argv)
     if args.list:
+        whats, module = chapter_modules(), None
         for k in select(args.only):
+            if k["module"] != module:
+                module = k["module"]
+                print(f"# {module}: {whats[module]}")
             print(f"{k['id']:44s} {k['kernel']:28s} {k['label']}")
         return 0
-    if args.run:
-        return run_child(args.run)
     from judge import gpu
     if not gpu.meets("sm_90"):
         print(f"The counters pass needs an H100/H200: {gpu.why_not('sm_90')}", file=sys.stderr)

@@ -5,7 +5,7 @@ record/hopper.json holds, per section (a notebook's figures, an exercise's verdi
      "sources": {path: sha256},        what the figures were measured with (a change fails CI)
      "graded_by": {path: sha256}}      what graded them (a change warns; judge.record explains both)
 
-    record.save("ch01.sgemm", {"tflops": ...}, notebook="chapters/01_cp_async.ipynb")
+    record.save("ch01.sgemm", {"tflops": ...}, notebook="chapters/ch01_cp_async.ipynb")
         writes only in the record run (JUDGE_RECORD=1, `python -m judge.record.hopper_run`);
         anywhere else it is a no-op, so a learner's own GPU cannot overwrite the course's figures.
     record.load("ch01.sgemm") -> the section, or None
@@ -140,7 +140,7 @@ def main() -> int:
 
 
 # ------------------------------------------------------------------------------------------ the README table
-# Each chapter declares its recorded sections and its README rows in chapters/NN_name/figures.toml;
+# Each chapter declares its recorded sections and its README rows in chapters/chNN_name/figures.toml;
 # record/figures.toml declares the record run's own (device ceilings, exercises). A row is a table
 #     [[readme]]
 #     kind = "format"                    # one of ROW_KINDS below
@@ -233,6 +233,9 @@ def _row_exercises(f, row):
 #: the kinds of README row a figures.toml may declare: kind -> formatter(figures, row) -> [(what, figure)]
 ROW_KINDS = {"format": _row_format, "list": _row_list, "exercises": _row_exercises}
 FIGURES_FILE = "figures.toml"
+#: what a figures.toml may hold: its place in README's table, the sections it records, its README rows, and
+#: (a chapter's) the module that lists and launches its kernels for the counters pass (judge/record/counters.py)
+DECLARED_KEYS = ("order", "sections", "readme", "counters")
 
 
 def declarations() -> list[tuple[Path, dict]]:
@@ -244,9 +247,9 @@ def declarations() -> list[tuple[Path, dict]]:
     for path in files:
         if path.exists():
             decl = tomllib.loads(path.read_text())
-            unknown = set(decl) - {"sections", "readme", "order"}
+            unknown = set(decl) - set(DECLARED_KEYS)
             if unknown:
-                raise ValueError(f"{path}: unknown key(s) {sorted(unknown)}; allowed: sections, readme, order")
+                raise ValueError(f"{path}: unknown key(s) {sorted(unknown)}; allowed: {', '.join(DECLARED_KEYS)}")
             out.append((path, decl))
     return sorted(out, key=lambda d: d[1].get("order", 0))
 

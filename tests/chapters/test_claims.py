@@ -1,8 +1,8 @@
 """Every "why" of chapter 4's ladder rests on a measurement: each rung's cause is a (claim, counter
-predicate) pair in chapters/04_wgmma/ladder.py (CLAIMS), checked here against the H200's Nsight Compute
+predicate) pair in chapters/ch04_wgmma/ladder.py (CLAIMS), checked here against the H200's Nsight Compute
 counters (record section ch04.counters); and no sentence of chapters 3-5 claims a gain for a rung that
 the record (ch04.ladder) shows slower than the rung before. Chapter 1 likewise (at the end of this file):
-each SGEMM's cause in chapters/01_cp_async/notes.py (CLAIMS) against ch01.counters, its step against
+each SGEMM's cause in chapters/ch01_cp_async/notes.py (CLAIMS) against ch01.counters, its step against
 ch01.baselines, and the notebook's generated sentences against the record.
 
 Run: python -m pytest tests/chapters/test_claims.py -q       (no GPU: reads record/hopper.json)
@@ -20,8 +20,7 @@ import pytest
 from judge import record
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "chapters" / "04_wgmma"))
-import ladder  # noqa: E402
+from chapters.ch04_wgmma import ladder  # noqa: E402
 
 LADDER = record.figures("ch04.ladder")
 COUNTERS = record.figures("ch04.counters")
@@ -109,7 +108,7 @@ def test_a_fake_slower_rung_is_called_slower():
 
 
 @needs_record
-@pytest.mark.parametrize("nb", ["03_clusters.ipynb", "04_wgmma.ipynb", "05_blackwell.ipynb"])
+@pytest.mark.parametrize("nb", ["ch03_clusters.ipynb", "ch04_wgmma.ipynb", "ch05_blackwell.ipynb"])
 def test_no_sentence_claims_a_gain_for_a_rung_the_record_shows_slower(nb):
     slower = {k for k, n, x, v in ladder.step_verdicts(LADDER) if v == "slower"}
     assert slower, "the record has slower rungs (TMA ring): the scan below must have something to catch"
@@ -137,12 +136,12 @@ def test_the_scan_catches_a_gain_sentence():
 @pytest.mark.parametrize("phrase", ["idle during every load", "traffic per flop halve", "leaves the critical path",
                                     "why it should help", "ring never drains"])
 def test_chapter_4_drops_the_unmeasured_whys(phrase):
-    text = " ".join((ROOT / "chapters" / "04_wgmma.ipynb").read_text().split())
+    text = " ".join((ROOT / "chapters" / "ch04_wgmma.ipynb").read_text().split())
     assert phrase not in text
 
 
 # ================================================================== chapter 1: every "why" from ch01.counters
-# chapters/01_cp_async/notes.py holds chapter 1's claims (notes.CLAIMS, one per SGEMM of the chapter's table)
+# chapters/ch01_cp_async/notes.py holds chapter 1's claims (notes.CLAIMS, one per SGEMM of the chapter's table)
 # and the sentences the notebook displays; each is checked here against the H200's counters (ch01.counters)
 # and the timings (ch01.baselines, ch01.sgemm).
 def _load(path: Path, name: str):
@@ -154,9 +153,9 @@ def _load(path: Path, name: str):
     return mod
 
 
-CH01 = ROOT / "chapters" / "01_cp_async"
+CH01 = ROOT / "chapters" / "ch01_cp_async"
 ch01_notes = _load(CH01 / "notes.py", "ch01_notes")
-CH01_NB = ROOT / "chapters" / "01_cp_async.ipynb"
+CH01_NB = ROOT / "chapters" / "ch01_cp_async.ipynb"
 CH01_CTR = record.figures("ch01.counters")
 CH01_BASE = record.figures("ch01.baselines")
 CH01_SGEMM = record.figures("ch01.sgemm")

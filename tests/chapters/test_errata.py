@@ -2,7 +2,7 @@
 checked against the compiler, the headers, the simulator or the H200's recorded counters.
 
 Run: python -m pytest tests/chapters/test_errata.py -q      (no GPU needed: what ran on the H200 is read from
-chapters/01_cp_async/wavefronts_h200.json, chapters/02_tma/topics_h200.json and record/hopper.json)
+chapters/ch01_cp_async/wavefronts_h200.json, chapters/ch02_tma/topics_h200.json and record/hopper.json)
 """
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from judge.gpu import build
 from judge.hw import pipesim
 
 ROOT = Path(__file__).resolve().parents[2]
-CH1 = ROOT / "chapters" / "01_cp_async"
-CH2 = ROOT / "chapters" / "02_tma"
-CH3 = ROOT / "chapters" / "03_clusters"
-CH4 = ROOT / "chapters" / "04_wgmma"
-CH5 = ROOT / "chapters" / "05_blackwell"
+CH1 = ROOT / "chapters" / "ch01_cp_async"
+CH2 = ROOT / "chapters" / "ch02_tma"
+CH3 = ROOT / "chapters" / "ch03_clusters"
+CH4 = ROOT / "chapters" / "ch04_wgmma"
+CH5 = ROOT / "chapters" / "ch05_blackwell"
 
 
 def depbar(b, kernel):
@@ -130,7 +130,7 @@ def test_wgmma_fence_orders_registers_only():
     header = (ROOT / "judge" / "include" / "wgmma.cuh").read_text()
     rule = header[header.index("RULE (PTX ISA, wgmma.fence)"):header.index("__device__ __forceinline__ void fence()")]
     assert "registers only" in rule and "fence.proxy.async" in rule
-    text = notebook_text("04_wgmma.ipynb")
+    text = notebook_text("ch04_wgmma.ipynb")
     assert "It orders registers only, not shared memory (PTX ISA, *wgmma.fence*)" in text
     assert "register writes (zeroing or reading the accumulators) and shared-memory accesses" not in text
 
@@ -143,11 +143,11 @@ def test_bf16_rounding_is_2_to_the_minus_8():
     assert abs(float(np.float32(x).astype(ml_dtypes.bfloat16)) - x) / x > 2.0 ** -9
     doc = (CH4 / "ladder.py").read_text().split('"""')[1]
     assert "2^-9" not in doc and "unit roundoff u = 2^-8" in doc
-    assert "2⁻⁹" not in notebook_text("04_wgmma.ipynb")
+    assert "2⁻⁹" not in notebook_text("ch04_wgmma.ipynb")
 
 
 def test_k_major_is_a_choice_for_16_bit_types():
-    for text in (notebook_text("04_wgmma.ipynb"), (CH4 / "wgmma_tile.cu").read_text(), (CH4 / "ladder.py").read_text()):
+    for text in (notebook_text("ch04_wgmma.ipynb"), (CH4 / "wgmma_tile.cu").read_text(), (CH4 / "ladder.py").read_text()):
         assert "imm-trans" in text and "Layout_MN_SW" in text
     assert "as wgmma wants" not in (CH4 / "wgmma_tile.cu").read_text()
 
@@ -163,7 +163,7 @@ def test_mapa_keeps_the_low_24_bits_and_replaces_the_rank_byte():
     assert all(r["mapa"] == (r["rank"] << 24) | (r["own address"] & 0xFFFFFF) for r in where["mapa"])
     own_rank1 = (1 << 24) | 0x400                    # rank 1's own address of offset 0x400
     assert (0 << 24) | own_rank1 != 0x400 and ((0 << 24) | (own_rank1 & 0xFFFFFF)) == 0x400
-    text = notebook_text("03_clusters.ipynb")
+    text = notebook_text("ch03_clusters.ipynb")
     assert "(rank << 24) | (address & 0xFFFFFF)" in text and "cooperative grid array" not in text
 
 
@@ -186,7 +186,7 @@ def test_the_histograms_remote_adds_grow_as_c_minus_1_over_c():
         pytest.skip("ch03.counters not recorded")
     ratio = c["ch03.hist_cluster4"]["DSMEM atom sectors"] / c["ch03.hist_cluster2"]["DSMEM atom sectors"]
     assert ratio == pytest.approx((3 / 4) / (1 / 2), rel=0.02)
-    assert "streaming rate" not in notebook_text("03_clusters.ipynb").split("Where DSMEM can lose")[1][:600]
+    assert "streaming rate" not in notebook_text("ch03_clusters.ipynb").split("Where DSMEM can lose")[1][:600]
 
 
 def test_multicast_waits_on_the_cluster_barriers_membar():
@@ -198,7 +198,7 @@ def test_multicast_waits_on_the_cluster_barriers_membar():
     if "ch03.multicast_2" in c:
         assert c["ch03.multicast_2"]["top stalls"][0]["reason"] == "membar"
         assert c["ch03.multicast_4"]["top stalls"][0]["reason"] == "membar"
-    assert "bound by latency and by the cluster barrier" not in notebook_text("03_clusters.ipynb")
+    assert "bound by latency and by the cluster barrier" not in notebook_text("ch03_clusters.ipynb")
 
 
 @pytest.mark.parametrize("section,list_key,kind", [("ch03.where", "runtime", "where"), ("ch03.occupancy", "rows", "occupancy"),
@@ -225,14 +225,14 @@ def test_tcgen05_mma_is_issued_by_one_thread_because_of_the_guard_not_elect():
     window = s[s.rindex("ELECT", 0, i) - 40:s.index("BRA.U.ANY", i) + 10]
     assert "ELECT" in window and "BRA.U.ANY" in window, "each UTCHMMA sits in an ELECT ... BRA.U.ANY loop"
     assert "threadIdx.x == 0" in (CH5 / "tcgen05_tile.cu").read_text()
-    assert "picks\nthe one thread" not in notebook_text("05_blackwell.ipynb")
+    assert "picks\nthe one thread" not in notebook_text("ch05_blackwell.ipynb")
 
 
 @pytest.mark.parametrize("phrase", ["Carried over from Hopper unchanged", "no package installed here ships trained weights",
                                     "keeps the sum in full fp32 whatever precision", "the accumulation adds little",
                                     "grades learners' kernels exactly this way"])
 def test_chapter_5_drops_the_wrong_sentences(phrase):
-    assert phrase not in notebook_text("05_blackwell.ipynb") + notebook_text("05_blackwell.ipynb", "code")
+    assert phrase not in notebook_text("ch05_blackwell.ipynb") + notebook_text("ch05_blackwell.ipynb", "code")
 
 
 def test_fp8_is_compared_like_with_like():
@@ -257,3 +257,33 @@ def test_fp8_is_compared_like_with_like():
     text = notes.like_for_like_note(res)
     assert "0.970× torch._scaled_mm, use_fast_accum=True" in text and "0.870× torch._scaled_mm, default (promoted)" in text
     assert "SW power cap" in text and "1485-1980 MHz" in text and "growing with K" in text
+
+
+# ------------------------------------------------------------------ chapters 4 and 5: what the messages work corrected
+def test_the_last_wave_s_fill_and_the_run_s_wave_efficiency_are_told_apart():
+    # 'last wave full' was waves / ceil(waves): 0.97 for 8B MLP down, whose last wave holds 100 of 132 tiles
+    from chapters.ch04_wgmma import ladder
+    rows = record.figures("ch04.shapes")["rows"]
+    down = next(r for r in rows if r["layer"] == "8B MLP down" and r["rung"] == ladder.BEST)
+    w = ladder.wave_fill(down["tiles"])
+    assert down["tiles"] == 1024 and w == {"last wave fill": round(100 / 132, 3), "wave efficiency": 0.97}
+    assert ladder.wave_fill(264) == {"last wave fill": 1.0, "wave efficiency": 1.0}
+
+
+@pytest.mark.parametrize("swizzle", ["128B", "64B", "32B", "none"])
+def test_a_hopper_descriptor_s_swizzle_sets_the_same_bits_as_tcgen05_s(swizzle):
+    # chapter 5 cell 14 once said the 64B and 32B codes 'mean something else' to tcgen05
+    from judge.hw import umma, wgmma
+    d5, d4 = umma.encode(0x400, 16, 1024, swizzle), wgmma.encode(0x400, 16, 1024, swizzle)
+    assert d5 ^ d4 == 1 << 46                       # only the fixed 0b001 of bits 46-48
+    assert umma.decode(d4 | 1 << 46).swizzle == swizzle
+
+
+def test_fine_grained_fp8_figures_come_from_the_record():
+    nb = json.loads((ROOT / "chapters" / "ch05_blackwell.ipynb").read_text())
+    text = "".join("".join(c["source"]) for c in nb["cells"])
+    assert "0.86 to 0.88" not in text and "torch 2.11 on the H200 takes them" not in text
+    speed = record.figures("ch05.fp8_fine")["speed"]
+    share = {r["n"]: round(r["of _scaled_mm block-wise"], 3) for r in speed if r["path"] == "gemm_fp8.cu FINE=1"}
+    assert set(share) == {4096, 8192} and all(0.5 < v < 1.0 for v in share.values())   # FINE=1 trails, as the text says
+    assert 'r["of _scaled_mm block-wise"] for r in fine["speed"]' in text       # printed from the record

@@ -32,7 +32,7 @@ def test_a_cp_async_kernel_builds_for_sm90a_and_its_sass_proves_it():
 
 def test_a_file_builds_for_its_declared_target_without_a_target_argument():
     from judge import config
-    b = build.compile(config.CHAPTERS_DIR / "05_blackwell" / "tcgen05_tile.cu")
+    b = build.compile(config.CHAPTERS_DIR / "ch05_blackwell" / "tcgen05_tile.cu")
     assert b.target == "sm_100a" and "-arch=sm_100a" in b.options
     assert b.uses("tcgen05")                       # UTCHMMA: an instruction sm_90a has not got
 

@@ -59,6 +59,13 @@ def test_the_graders_work_past_its_limit_is_a_hang_again():
     r = isolate.run_function(PROBES, "grader_work", timeout=1, seconds=30.0, limit_s=1.0)
     assert r.verdict == Verdict.HANG, r
     assert time.monotonic() - t < 10
+    assert "compiler" not in " ".join(r.details), r
+
+
+def test_a_compile_past_its_limit_is_said_to_be_the_compiler_s_from_the_heartbeat_s_name():
+    """What ran when the watchdog fired is the typed name the last heartbeat carried, never a progress text."""
+    r = isolate.run_function(PROBES, "grader_work", timeout=1, seconds=30.0, limit_s=1.0, work="compile")
+    assert r.verdict == Verdict.HANG and "the compiler worked on your file" in r.details[0], r
 
 
 def test_the_next_call_after_a_hang_works():

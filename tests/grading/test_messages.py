@@ -1,5 +1,5 @@
-"""The CPU model's messages on the fixtures that once pointed away from the cause: HANG and race messages
-name the learner's file and line first, barriers by their name in the learner's source, never a
+"""The learner's messages on the fixtures that once pointed away from the cause: HANG and race messages of the
+CPU model name the learner's file and line first, barriers by their name in the learner's source, never a
 Python None; a race caused by the learner's early release blames that release's line.
 
 Run: PYTHONPATH=$PWD python -m pytest tests/grading/test_messages.py -q
@@ -65,3 +65,42 @@ def test_a_spin_hang_opens_with_the_learner_s_line(shared_gradings):
     assert r.verdict == Verdict.HANG, r
     assert re.match(r"wrong_hang\.cu:\d+: the block ran \d+ instruction groups without finishing", r.message), r.message
 
+
+def _missing(tmp_path, ex_id, path):
+    """What learner_module says of a file that lacks the exercise's functions (the check's first step)."""
+    import pytest
+    from judge.grading.result import Stop
+    from judge.grading.submission import Submission
+    sub = Submission(exercise.get(ex_id), path, tmp_path / "figures")
+    try:
+        with pytest.raises(Stop) as ei:
+            sub.learner_module("cta_pool", "best_split", "outcome")
+    finally:
+        sub.close()
+    return ei.value.result
+
+
+def test_a_file_of_another_exercise_is_recognised_and_named(tmp_path):
+    # was: "regalloc.py defines no function cta_pool and no best_split and no outcome" (the wrong file named,
+    # and not a word about whose file it is)
+    mine = tmp_path / "umma_desc.py"
+    mine.write_text(exercise.get("umma_descriptor").solution_path.read_text())
+    r = _missing(tmp_path, "setmaxnreg_split", mine)
+    assert r.verdict == Verdict.WRONG, r
+    assert r.message.startswith("umma_desc.py (checked as setmaxnreg_split's regalloc.py) holds umma_descriptor's "
+                                "code (its umma_desc.py)"), r.message
+    assert "regalloc.py defines no function" not in r.message
+    assert any(d.startswith("check it with: python practice/judge.py check umma_descriptor ") for d in r.details), r
+    # a file of no exercise keeps the plain message, naming the file given
+    other = tmp_path / "notes.py"
+    other.write_text("x = 1\n")
+    r = _missing(tmp_path, "setmaxnreg_split", other)
+    assert r.message.startswith("notes.py (checked as setmaxnreg_split's regalloc.py) defines no function cta_pool"), r
+
+
+def test_a_result_s_plain_text_names_its_figures_without_the_machine_s_path():
+    # a notebook stores this text beside the HTML: it once held figures=['/tmp/judge-figures-.../timeline.png']
+    from judge.grading.result import Result
+    r = Result(Verdict.PASS, "right on 48 cases", figures=["/tmp/judge-figures-pipeline_timeline-5179/timeline.png"],
+               exercise="pipeline_timeline")
+    assert repr(r) == "Result([pipeline_timeline] PASS: right on 48 cases; figures: timeline.png)"

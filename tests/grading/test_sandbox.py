@@ -15,6 +15,7 @@ import os
 import secrets
 import statistics
 import subprocess
+import re
 import sys
 import time
 from pathlib import Path
@@ -134,7 +135,7 @@ def test_the_forge_probe_writes_into_a_parents_pipe_where_nothing_stops_it(tmp_p
     """
     r, w = os.pipe()
     try:
-        child = f"import sys; sys.path.insert(0, {str(CHEATS)!r}); import forge_via_proc"
+        child = f"import runpy; runpy.run_path({str(CHEATS / 'forge_via_proc.py')!r})"
         parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}])"
         subprocess.run([sys.executable, "-c", parent], pass_fds=(w,), stdin=subprocess.DEVNULL,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
@@ -300,6 +301,8 @@ def test_printing_the_progress_marker_does_not_keep_an_endless_loop_alive(monkey
     assert r.verdict == Verdict.HANG, r
     assert took < 12, took
     assert "schedule(4, 10, 10, 1) did not finish within 2 s" in r.message, r.message
+    # the place first: the learner's file, a line of its loop and its function (lines 7-11 of the probe)
+    assert re.match(r"progress_spam\.py line (7|8|9|10|11), in schedule \(`", r.message), r.message
     assert any(d.startswith("your output") for d in r.details)      # what it printed is shown as output
 
 
@@ -463,7 +466,19 @@ def test_a_file_that_loops_forever_while_imported_is_a_hang(tmp_path, monkeypatc
     t = time.monotonic()
     r = _check("pipeline_timeline", f)
     assert r.verdict == Verdict.HANG and "importing your timeline.py did not finish within 2 s" in r.message, r
+    assert re.match(r"timeline\.py line [12] \(`", r.message), r.message       # no function: the file's own code
     assert time.monotonic() - t < 12
+
+
+def test_a_python_hang_names_the_learner_s_file_line_and_function_first(monkeypatch):
+    # the fixture spins in `while k >= S and ...: pass`; the HANG once named no file or line
+    monkeypatch.setenv("JUDGE_TIMEOUT", "1")
+    ex = exercise.get("pipeline_timeline")
+    path = ex.fixture_path("hang_spin_for_free_buffer.py")
+    r = _check(ex.id, path)
+    assert r.verdict == Verdict.HANG, r
+    line = next(i for i, text in enumerate(Path(path).read_text().splitlines(), 1) if "THE MISTAKE" in text)
+    assert re.match(rf"hang_spin_for_free_buffer\.py line ({line}|{line + 1}), in schedule \(`", r.message), r.message
 
 
 def test_a_notebook_gets_a_clear_error_for_a_file_that_cannot_be_graded(tmp_path):

@@ -54,7 +54,7 @@ def test_every_gpu_exercise_draws_a_tail_and_a_single_tile_or_small_case():
 
     def drawn(eid):
         ex = exercise.get(eid)
-        return [cuda_flow.draw_case(c, rng) for c in ex.meta["cases"]["model"]]
+        return cuda_flow.draw_model_cases(None, ex, seed=int(rng.integers(1 << 31)))
     assert any(c["n"] % 4 for c in drawn("dsmem_histogram"))
     assert any(c["K"] == 8 for c in drawn("cp_async_sgemm"))
     assert any(c["k"] < 64 for c in drawn("ws_gemm"))
@@ -121,7 +121,7 @@ def test_the_log_verdict_carries_the_diagnosed_cause():
 # ------------------------------------------------------------------ the feature carries the data
 class _Ex:
     def __init__(self, uses):
-        self.meta = {"uses": uses}
+        self.uses = uses
 
 
 def test_uses_with_a_counter_asks_for_its_share_of_the_case():
@@ -151,11 +151,11 @@ def test_the_model_checks_the_solution_within_seven_seconds(eid):
     ex = exercise.get(eid)
     mod = exercise.import_file(ex.folder / "check.py", f"_timed_{eid}")
     b = build.compile(ex.solution_path, target="sm_90a")
-    rng = np.random.default_rng()
-    cases = [cuda_flow.draw_case(c, rng) for c in ex.meta["cases"]["model"]]
+    cases = cuda_flow.draw_model_cases(mod, ex)
+    b = b.for_model(**cuda_flow.model_options(mod, ex))
     cpu = time.process_time()
     for case in cases:
-        comps, _ = cuda_flow._run_model_case(b, mod, ex, case)
+        comps = cuda_flow.model_case(b, mod, ex, case).comparisons
         assert all(c.ok for c in comps), [c.message for c in comps if not c.ok]
     took = time.process_time() - cpu
     assert took < 7.0, f"{eid}: {took:.1f} s of CPU for {cases}"

@@ -19,7 +19,7 @@ from judge.hw import sass, tma
 from judge.hw.tma import TensorMapEncodeError, TensorMapError, bank_conflicts, swizzle_offset, tensor_map_spec
 
 ROOT = Path(__file__).resolve().parents[2]
-CH = ROOT / "chapters" / "02_tma"
+CH = ROOT / "chapters" / "ch02_tma"
 
 
 def _run():
@@ -40,7 +40,7 @@ def _topics():
 
 
 topics = _topics()
-WAVEFRONTS = ROOT / "chapters" / "01_cp_async" / "wavefronts_h200.json"
+WAVEFRONTS = ROOT / "chapters" / "ch01_cp_async" / "wavefronts_h200.json"
 
 
 def aligned(shape, dtype, align=1024):
@@ -256,7 +256,7 @@ def test_16_byte_reads_are_served_per_half_warp():
     assert bank_conflicts([16 * (l % 8) for l in range(32)], 16) == 4      # shared only across quarters
 
 
-@pytest.mark.skipif(not WAVEFRONTS.exists(), reason="no ncu record (chapters/01_cp_async/wavefronts.py ncu)")
+@pytest.mark.skipif(not WAVEFRONTS.exists(), reason="no ncu record (chapters/ch01_cp_async/wavefronts.py ncu)")
 def test_bank_model_agrees_with_ncu_on_the_h200():
     rec = json.loads(WAVEFRONTS.read_text())
     assert rec["device"].startswith("NVIDIA H") and rec["ncu"]
@@ -267,7 +267,7 @@ def test_bank_model_agrees_with_ncu_on_the_h200():
 
 
 def _wavefronts():
-    spec = importlib.util.spec_from_file_location("ch01_wavefronts", ROOT / "chapters" / "01_cp_async" / "wavefronts.py")
+    spec = importlib.util.spec_from_file_location("ch01_wavefronts", ROOT / "chapters" / "ch01_cp_async" / "wavefronts.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

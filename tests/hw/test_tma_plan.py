@@ -4,7 +4,6 @@ kernels that run the planned map and the fast TMA copy build and show their inst
 
     python -m pytest tests/hw/test_tma_plan.py -q        # GPU tests skip with the reason elsewhere
 """
-import sys
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ from judge import config, gpu
 from judge.grading import exercise
 from judge.hw import tma, tma_plan
 
-CH2 = config.CHAPTERS_DIR / "02_tma"
+CH2 = config.CHAPTERS_DIR / "ch02_tma"
 CASES = exercise.import_file(config.EXERCISES_DIR / "tma_plan" / "check.py", "tma_plan_check_cases").CASES
 
 
@@ -99,8 +98,7 @@ def test_expected_shared_memory_is_the_128b_swizzle_of_each_atom():
 
 # ----------------------------------------------------------------------------- chapter 2 kernels
 def _ch02():
-    sys.path.insert(0, str(CH2))
-    import run
+    from chapters.ch02_tma import run
     return run
 
 

@@ -92,6 +92,11 @@ CASES = {
     @%p1 cp.async.bulk.global.shared::cta.bulk_group [%rd2], [%r1], 16;
     @%p1 cp.async.bulk.commit_group;        // and exits without waiting for the read
 """, {}),
+    "exit-before-tma-load": ("""
+    @%p1 mbarrier.init.shared::cta.b64 [%r3], 1;
+    @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r3], 16;
+    @%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1], 16, [%r3];
+""", {}),                                   # and the block exits with no wait on that phase
     "proxy-fence": ("""
     @%p1 st.shared.u32 [%r1], %r0;
     @%p1 cp.async.bulk.global.shared::cta.bulk_group [%rd2], [%r1], 16;   // no fence.proxy.async
@@ -321,6 +326,12 @@ def test_an_unknown_rule_id_is_refused():
         checks.fail(Probe(), "no-such-rule", None, "x")
 
 
+# the 256 bytes of a snippet's 16 x 4 float box expected on `bar`, and its phase waited for: without it the block
+# exits while the load may still be writing (exit-before-tma-load)
+WAIT_FOR_THE_BOX = ("    @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r3], 256;\n"
+                    "    @%p1 mbarrier.try_wait.parity.shared::cta.b64 %p4, [%r3], 0;\n")
+
+
 def test_without_the_mistake_the_same_snippets_run_clean():
     """The same lines with the missing wait, barrier or fence put back: no Violation."""
     ok = {
@@ -333,12 +344,20 @@ def test_without_the_mistake_the_same_snippets_run_clean():
         "proxy-fence-barrier": CASES["proxy-fence-barrier"][0].replace("fence.proxy.async.shared::cta;",
                                                                        "fence.proxy.async.shared::cta;\n    bar.sync 0;"),
         "exit-before-bulk-read": CASES["exit-before-bulk-read"][0] + "    @%p1 cp.async.bulk.wait_group.read 0;\n",
+        "exit-before-tma-load": CASES["exit-before-tma-load"][0]
+        + "    @%p1 mbarrier.try_wait.parity.shared::cta.b64 %p4, [%r3], 0;\n",
         "mbarrier-reinit": CASES["mbarrier-reinit"][0].replace("    mbarrier.init", "    @%p1 mbarrier.init"),
+        # each block's load completes the peer's phase (.cta_group::2), each block waits for its own phase (256
+        # bytes of the peer's box): no load is left unobserved at exit (exit-before-tma-load)
         "tma-barrier-cta": CASES["tma-barrier-cta"][0].replace("complete_tx::bytes [", "complete_tx::bytes.cta_group::2 [")
+        .replace("    mov.u32 %r5, %cluster_ctarank;",
+                 "    barrier.cluster.arrive.release.aligned;\n    barrier.cluster.wait.acquire.aligned;\n"
+                 "    @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r3], 256;\n    mov.u32 %r5, %cluster_ctarank;")
+        + "    @%p1 mbarrier.try_wait.parity.shared::cta.b64 %p4, [%r3], 0;\n"
         + "    barrier.cluster.arrive.release.aligned;\n    barrier.cluster.wait.acquire.aligned;\n",
         "tensormap-proxy-fence": CASES["tensormap-proxy-fence"][0].replace(
             "bar.sync 0;", "fence.proxy.tensormap::generic.release.gpu;\n    bar.sync 0;\n"
-            "    @%p1 fence.proxy.tensormap::generic.acquire.gpu [%rd2], 128;"),
+            "    @%p1 fence.proxy.tensormap::generic.acquire.gpu [%rd2], 128;") + WAIT_FOR_THE_BOX,
     }
     for rule, body in ok.items():
         saved = CASES[rule]

@@ -409,12 +409,11 @@ def test_a_consumer_warp_running_ahead_of_its_producer_reads_before_the_copy():
     assert all(_producer_consumer(0, "ahead", s)[0] == "right" for s in range(6))   # parity 0 is right
 
 
-def test_two_warpgroups_whose_wgmma_groups_finish_out_of_order(monkeypatch):
+def test_two_warpgroups_whose_wgmma_groups_finish_out_of_order():
     """ws_gemm's solution (two consumer warpgroups) with warps running ahead: one warpgroup waits for its
     wgmma group while the other's is still pending. The model kept pending groups in a list it left by ==,
     which compared their NumPy arrays and raised (the check said it could not run the kernel); now the
     product is right on every schedule drawn."""
-    from judge.gpu import launch
     from judge.grading import exercise
     ex = exercise.get("ws_gemm")
     chk = exercise.import_file(ex.folder / "check.py", "ws_gemm_check")
@@ -424,8 +423,7 @@ def test_two_warpgroups_whose_wgmma_groups_finish_out_of_order(monkeypatch):
         ins = chk.inputs(case, np, np.random.default_rng(seed))
         outs = chk.outputs(case, ins, np)
         compare.poison(outs["c"])
-        monkeypatch.setattr(launch, "model_options", {"schedule": "ahead", "seed": seed})
-        chk.launch(b, case, ins, outs)
-        assert "warps ahead" in launch.last_model_report.schedule
+        rep = chk.launch(b.for_model(schedule="ahead", seed=seed), case, ins, outs)   # the model's settings
+        assert "warps ahead" in rep.schedule                                         # ride with the build
         ref = chk.reference(case, ins)["c"]
         np.testing.assert_allclose(outs["c"].astype(np.float64), ref, rtol=2 ** -7, atol=0.05)

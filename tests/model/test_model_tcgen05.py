@@ -101,6 +101,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) probe(const uint4* img, int
 #if MISTAKE != 10
     asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];" :: "r"(smem_addr(&done)) : "memory");
 #endif
+#if MISTAKE == 25
+    asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];" :: "r"(smem_addr(&done)) : "memory");
+#endif                                          // a second commit, whose arrival no wait observes before exit
   }
 #if MISTAKE == 10
   __syncthreads();                              // no commit, no wait
@@ -282,7 +285,7 @@ def test_the_output_carries_tensor_memory_only_when_it_comes_from_tcgen05_ld():
     (5, "tcgen05-uniform"), (6, "tcgen05-lane-quarter"), (7, "tcgen05-fence-after"), (8, "tcgen05-visibility"),
     (9, "tcgen05-dealloc-order"), (10, "tcgen05-ld-in-flight"), (11, "tcgen05-dealloc"), (13, "tcgen05-unallocated"),
     (14, "tcgen05-alloc-grows"), (17, "proxy-fence"), (18, "tcgen05-wait-st"), (20, "tcgen05-mma-overwrite"),
-    (22, "tcgen05-alloc-size"), (23, "tcgen05-mma-address"),
+    (22, "tcgen05-alloc-size"), (23, "tcgen05-mma-address"), (25, "tcgen05-commit-at-exit"),
 ])
 def test_each_broken_rule_is_a_violation_naming_it(mistake, rule):
     with pytest.raises(model.Violation) as e:
@@ -311,14 +314,14 @@ def test_an_instruction_descriptor_with_an_impossible_n_is_a_violation():
 
 def test_every_tcgen05_rule_of_the_model_is_broken_by_a_test_here():
     """tests/model/test_model_rules.py breaks the other rules with PTX snippets; sm_100a rules are broken here,
-    in tests/model/test_model_blockscaled.py (tcgen05.cp), tests/chapters/test_ch05_blockscaled.py (block
+    in tests/model/test_model_blockscaled.py (tcgen05.cp), tests/chapters/ch05_blackwell/test_blockscaled.py (block
     scaling) and, for CTA pairs, tests/model/test_model_tcgen05_pair.py."""
     from pathlib import Path
     from judge.model import checks
     here = Path(__file__).resolve()
     src = "".join(p.read_text() for p in (here, here.with_name("test_model_blockscaled.py"),
                                           here.with_name("test_model_tcgen05_pair.py"),
-                                          here.parents[1] / "chapters" / "test_ch05_blockscaled.py"))
+                                          here.parents[1] / "chapters" / "ch05_blackwell" / "test_blockscaled.py"))
     assert {r for r in checks.RULES if r.startswith("tcgen05-")} <= {r for r in checks.RULES if f'"{r}"' in src}
 
 
@@ -362,14 +365,14 @@ def test_the_exercise_runs_on_the_model_well_within_five_seconds():
     chk = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(chk)
     b = build.compile(ex.solution_path, target="sm_100a")
-    from judge.gpu import launch
     seconds = 0.0
-    for case in chk.model_cases:
+    from judge.grading import cuda_flow
+    for case in cuda_flow.draw_model_cases(chk, ex):
         ins = chk.inputs(case, np, np.random.default_rng())
         outs = chk.outputs(case, ins, np)
         outs["c"][:] = np.nan
-        chk.launch(b, case, ins, outs)
-        seconds += launch.last_model_report.seconds
+        seconds += chk.launch(b, case, ins, outs).seconds          # the model's report of this launch
         ref = chk.reference(case, ins)["c"]
         assert np.abs(outs["c"] - ref).max() <= chk.tolerance(case)["atol"]
     assert seconds < 5.0
+

@@ -23,7 +23,7 @@ from judge.hw import tma
 from judge.model import checks, tensormaps
 
 ROOT = Path(__file__).resolve().parents[2]
-KERNEL = ROOT / "chapters" / "02_tma" / "tensormap_replace.cu"
+KERNEL = ROOT / "chapters" / "ch02_tma" / "tensormap_replace.cu"
 ACQUIRE = 'asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" :: "l"(gmap) : "memory");'
 
 

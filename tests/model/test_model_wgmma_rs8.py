@@ -3,21 +3,18 @@
 Run: python -m pytest tests/model/test_model_wgmma_rs8.py -q
 The fragment: register j of lane l in warp w holds the four bytes (row, k .. k + 3), row = 16 w + l / 4
 + 8 (j % 2), k = 4 (l % 4) + 16 (j / 2) (judge.hw.wgmma.a_fragment_coord(t, j, 32)). The kernel that
-uses it is gemm_fp8.cu's PROMOTE=2 with chapters/04_wgmma/explore_fp8_a_regs.patch; that build matched
+uses it is gemm_fp8.cu's PROMOTE=2 with lab/patches/explore_fp8_a_regs.patch; that build matched
 float64 on the H200 (2026-12-02, 4096^3 and 8192^3, rel. error 1.67e-3 like torch._scaled_mm's), so
 the layout below is the hardware's, and the model must agree with it.
 """
-import sys
 
 import pytest
 
+from chapters.ch05_blackwell import fp8
 from judge import config
 from judge.hw import wgmma as hw_wgmma
 
-sys.path.insert(0, str(config.CHAPTERS_DIR / "05_blackwell"))
-import fp8  # noqa: E402 - chapters/05_blackwell/fp8.py
-
-PATCH = "explore_fp8_a_regs.patch"
+PATCH = config.ROOT / "lab" / "patches" / "explore_fp8_a_regs.patch"
 DEFINES = {"PROMOTE": 2, "A_REGS": 1}
 
 

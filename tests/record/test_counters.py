@@ -21,6 +21,8 @@ import pytest
 from judge import config
 from judge.gpu import power
 from judge.record import counters
+from chapters.ch04_wgmma import counters as ch04_counters
+from chapters.ch05_blackwell import counters as ch05_counters
 
 # ---- FORMAT SAMPLE (not a measurement): ncu --csv --page raw --print-units base, one kernel, with
 # ncu's own ==PROF== lines and the application's output around it, digits grouped with commas.
@@ -41,10 +43,8 @@ DETAILS_SAMPLE = '''"ID","Process ID","Process Name","Host Name","Kernel Name","
 
 
 def test_the_pass_covers_every_rung_variant_and_named_kernel():
-    sys.path.insert(0, str(config.CHAPTERS_DIR / "04_wgmma"))
-    sys.path.insert(0, str(config.CHAPTERS_DIR / "01_cp_async"))
-    import ladder
-    import sgemm
+    from chapters.ch04_wgmma import ladder
+    from chapters.ch01_cp_async import sgemm
     ks = counters.kernels()
     ids = [k["id"] for k in ks]
     assert len(ids) == len(set(ids)), "two kernels share an id"
@@ -70,28 +70,45 @@ def test_the_pass_covers_every_rung_variant_and_named_kernel():
 def test_cublas_kernels_are_profiled_by_a_pattern_in_their_chapters_sections():
     # the library chooses its kernels' names, so ncu filters by a pattern and the child makes one call
     lib = [k for k in counters.kernels() if k.get("cublas")]
-    assert {(k["id"], k["n"]) for k in lib} == {(i, n) for i, _, _, n in counters.CUBLAS_PROFILED}
+    assert {(k["id"], k["n"]) for k in lib} == {("ch04.cublas_bf16", 4096), ("ch04.cublas_bf16_8192", 8192),
+                                                ("ch05.cublas_fp8_fast", 4096), ("ch05.cublas_fp8_fast_8192", 8192),
+                                                ("ch05.cublas_fp8_default", 4096),
+                                                ("ch05.cublas_fp8_default_8192", 8192)}
     assert {k["chapter"] for k in lib if k["cublas"] == "bf16"} == {"ch04"}
     assert {k["chapter"] for k in lib if k["cublas"] != "bf16"} == {"ch05"}
     for k in lib:
-        assert k["regex"] and k["kernel"] == counters.CUBLAS_KERNELS and all(Path(s).exists() for s in k["sources"])
-    cmd = counters.ncu_command("ch04.cublas_bf16", counters.CUBLAS_KERNELS, [], Path("x.csv"), "ncu", regex=True)
+        assert k["regex"] and k["kernel"] == ch04_counters.CUBLAS_KERNELS and all(Path(s).exists() for s in k["sources"])
+    cmd = counters.ncu_command("ch04.cublas_bf16", ch04_counters.CUBLAS_KERNELS, [], Path("x.csv"), "ncu", regex=True)
     assert cmd[cmd.index("-k") + 1] == "regex:nvjet|xmma|cutlass|gemm" and cmd[cmd.index("-c") + 1] == "1"
     # every row of a chapter comes before the next chapter's, so each chapter's section is saved once, whole
     chapters = [k["chapter"] for k in counters.kernels()]
     assert chapters == sorted(chapters, key=lambda c: list(dict.fromkeys(chapters)).index(c))
 
 
+def test_a_chapter_declares_the_module_that_runs_its_kernels_and_what_it_profiles(tmp_path, monkeypatch):
+    mods = counters.chapter_modules()
+    assert list(mods) == [f"chapters.{c}.counters" for c in ("ch01_cp_async", "ch03_clusters", "ch04_wgmma",
+                                                              "ch05_blackwell", "ch06_attention")]
+    assert all(what for what in mods.values())
+    from judge.record import write
+    real = write.declarations()
+    for bad, says in (({"module": "judge.record.counters", "what": "x"}, "not a chapter's module"),
+                      ({"module": "chapters.ch09_x.counters"}, "needs what")):
+        monkeypatch.setattr(write, "declarations", lambda bad=bad: real + [(tmp_path / "figures.toml", {"counters": bad})])
+        with pytest.raises(ValueError, match=says):
+            counters.chapter_modules()
+
+
 def test_ncu_command_profiles_one_launch_of_the_named_kernel_in_a_child(tmp_path):
     cmd = counters.ncu_command("ch04.tma_ring", "gemm_tma_ring", ["lts__t_bytes.sum", "dram__bytes.sum"],
-                               tmp_path / "x.csv", "/opt/ncu")
+                               tmp_path / "x.csv", "/opt/ncu", module="chapters.ch04_wgmma.counters")
     s = " ".join(cmd)
     assert cmd[0] == "/opt/ncu"
     for part in ("--target-processes all", "-k regex:^gemm_tma_ring$", "-c 1", "--clock-control none",
                  "--csv", "--page raw", "--print-units base", f"--log-file {tmp_path / 'x.csv'}",
                  "--section WarpStateStats", "--section Occupancy", "--metrics lts__t_bytes.sum,dram__bytes.sum"):
         assert part in s, part
-    assert cmd[-5:] == [sys.executable, "-m", "judge.record.counters", "--run", "ch04.tma_ring"]
+    assert cmd[-5:] == [sys.executable, "-m", "chapters.ch04_wgmma.counters", "--run", "ch04.tma_ring"]
     # the metric list is one argument, so a comma in it never splits the command
     assert cmd[cmd.index("--metrics") + 1] == "lts__t_bytes.sum,dram__bytes.sum"
 
@@ -220,7 +237,7 @@ def fake_ncu(tmp_path, monkeypatch):
 
 def test_pass_through_a_stand_in_ncu_writes_rows_json_and_record_sections(tmp_path, fake_ncu, capsys):
     rows = counters.profile_all(tmp_path / "out", only="hist_global,sgemm_sync,tma_ring", save=True)
-    assert [r["id"] for r in rows] == ["ch04.tma_ring", "ch01.sgemm_sync", "ch03.hist_global"]
+    assert [r["id"] for r in rows] == ["ch01.sgemm_sync", "ch03.hist_global", "ch04.tma_ring"]   # chapter order
     for r in rows:
         assert r["ok"] and "summary" in r and "error" not in r, r
         assert r["metrics"]["lts__t_bytes.sum"] == {"value": 1000.0, "unit": "byte"}
@@ -228,17 +245,20 @@ def test_pass_through_a_stand_in_ncu_writes_rows_json_and_record_sections(tmp_pa
         assert r["metrics"]["l1tex__t_requests_pipe_lsu_mem_dshared_op_atom.sum"]["value"] == "n/a"
         assert r["seconds"] >= 0
         assert (tmp_path / "out" / "ncu_logs" / f"{r['id']}.csv").exists()
-    assert rows[0]["launch"]["Kernel Name"] == "gemm_tma_ring"
+    assert rows[2]["launch"]["Kernel Name"] == "gemm_tma_ring"
     data = json.loads((tmp_path / "out" / "counters.json").read_text())
     assert [r["id"] for r in data["rows"]] == [r["id"] for r in rows]
     assert data["dropped_metrics"] == ["l1tex__t_requests_pipe_lsu_mem_dshared_op_atom.sum"]
     assert sorted(s for s, _, _ in fake_ncu) == ["ch01.counters", "ch03.counters", "ch04.counters"]
     ch04 = next(f for s, f, _ in fake_ncu if s == "ch04.counters")
     assert [r["id"] for r in ch04["rows"]] == ["ch04.tma_ring"] and "--clock-control none" in ch04["command"]
+    assert ch04["what"].startswith("every rung and variant of the ladder")        # as figures.toml declares it
     srcs = next(kw["sources"] for s, _, kw in fake_ncu if s == "ch03.counters")
-    assert any(s.endswith("histogram.cu") for s in srcs) and any(s.endswith("counters.py") for s in srcs)
+    assert any(s.endswith("histogram.cu") for s in srcs)
+    # what measured them: the chapter's module that launched them and the pass itself
+    assert {str(config.CHAPTERS_DIR / "ch03_clusters" / "counters.py"), counters.__file__} <= set(srcs)
     out = capsys.readouterr().out
-    assert "[3/3] ch03.hist_global" in out and "3/3 kernels profiled" in out
+    assert "[3/3] ch04.tma_ring" in out and "3/3 kernels profiled" in out
 
 
 SOURCE_PAGE = """==PROF== Connected
@@ -269,7 +289,7 @@ def test_the_source_page_becomes_a_ledger_of_samples_by_instruction_and_kind():
 
 
 def test_the_ledgered_kernels_get_a_ledger_in_their_row(tmp_path, fake_ncu):
-    assert set(counters.LEDGERED) <= {k["id"] for k in counters.kernels()}
+    assert set(ch05_counters.LEDGERED) == {k["id"] for k in counters.kernels() if k.get("ledger")}
     anew = next(k for k in counters.kernels() if k["id"] == "ch05.fp8_promote2_anew")
     assert anew["defines"] == {"PROMOTE": 2, "DESC_STEP": 0} and anew["variant"]
     rows = counters.profile_all(tmp_path, only="fp8_promote2_anew,fp8_promote1", save=True)
@@ -285,15 +305,18 @@ def test_the_ledgered_kernels_get_a_ledger_in_their_row(tmp_path, fake_ncu):
 def test_a_hang_a_wrong_check_and_a_rejected_metric_each_cost_one_row(tmp_path, fake_ncu):
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
-    k = {"id": "ch03.hang_probe", "chapter": "ch03", "label": "hang", "kernel": "hang_probe", "sources": []}
+    k = {"id": "ch03.hang_probe", "chapter": "ch03", "label": "hang", "kernel": "hang_probe", "sources": [],
+         "size": "4096^3", "module": "chapters.ch04_wgmma.counters"}
     r = counters.profile_one(k, ["lts__t_bytes.sum"], log_dir, counters._ncu(), timeout=3)
     assert "summary" not in r and r["error"].startswith("rc HANG") and not r["ok"]
     assert r["seconds"] < 30
-    k = {"id": "ch04.wrong_probe", "chapter": "ch04", "label": "wrong", "kernel": "gemm_wrong", "sources": []}
+    k = {"id": "ch04.wrong_probe", "chapter": "ch04", "label": "wrong", "kernel": "gemm_wrong", "sources": [],
+         "size": "4096^3", "module": "chapters.ch04_wgmma.counters"}
     r = counters.profile_one(k, ["lts__t_bytes.sum"], log_dir, counters._ncu())
     assert "summary" in r and r["ok"] is False and "max error 3.0" in r["check"]
     # a metric ncu rejects at run time by name: the row is profiled again without that one
-    k = {"id": "ch04.retry_probe", "chapter": "ch04", "label": "retry", "kernel": "gemm_retry", "sources": []}
+    k = {"id": "ch04.retry_probe", "chapter": "ch04", "label": "retry", "kernel": "gemm_retry", "sources": [],
+         "size": "4096^3", "module": "chapters.ch04_wgmma.counters"}
     r = counters.profile_one(k, ["lts__t_bytes.sum", "zz__not_a_metric.sum"], log_dir, counters._ncu())
     assert "summary" in r and r["ok"] and r["metrics"]["zz__not_a_metric.sum"]["value"] == "n/a"
     assert r["refused_metrics"] == ["zz__not_a_metric.sum"] and "fallback" not in r
@@ -359,7 +382,11 @@ def test_cli_list_and_unknown_child(capsys):
     assert counters.main(["--list", "--only", "ch04"]) == 0
     out = capsys.readouterr().out
     assert "gemm_tma_store" in out and "ch01" not in out
-    assert counters.run_child("ch09.nothing") == 2
+    assert "# chapters.ch04_wgmma.counters: every rung and variant" in out
+    assert counters.chapter_main(ch05_counters.kernels, ch05_counters.run, ["--run", "ch09.nothing"]) == 2
+    assert counters.chapter_main(ch05_counters.kernels, ch05_counters.run, ["--list"]) == 0
+    listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [k["id"] for k in listed] == [k["id"] for k in counters.kernels() if k["chapter"] == "ch05"]
 
 
 def test_on_the_h200_one_kernel_profiles_for_real(tmp_path):
@@ -377,9 +404,8 @@ def test_on_the_h200_one_kernel_profiles_for_real(tmp_path):
 
 
 # ----------------------------------------------------------------------------- FP8 like for like
-# chapters/05_blackwell/fp8.py --out DIR: the parts that need no GPU.
-sys.path.insert(0, str(config.CHAPTERS_DIR / "05_blackwell"))
-import fp8  # noqa: E402
+# chapters/ch05_blackwell/fp8.py --out DIR: the parts that need no GPU.
+from chapters.ch05_blackwell import fp8  # noqa: E402
 
 # ---- FORMAT SAMPLE (not a measurement): nvidia-smi --query-gpu=clocks.sm,clocks_throttle_reasons.active
 # --format=csv, as it prints, values made up.
@@ -452,7 +478,7 @@ def test_rounds_alternate_their_order_and_pairs_match_accumulation():
 
 def test_fp8_cli_parses_without_a_gpu():
     import subprocess
-    p = subprocess.run([sys.executable, str(config.CHAPTERS_DIR / "05_blackwell" / "fp8.py"), "--help"],
+    p = subprocess.run([sys.executable, "-m", "chapters.ch05_blackwell.fp8", "--help"], cwd=config.ROOT,
                        capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(config.ROOT)},
                        timeout=120)
     assert p.returncode == 0 and "--out" in p.stdout and "compare" in p.stdout

@@ -185,13 +185,13 @@ def test_each_reference_solution_clears_its_tier_by_more_than_the_measured_sprea
 
 
 def test_each_chapter_declares_the_sections_it_records_and_saves_them():
-    """chapters/NN_name/figures.toml lists the sections its notebook and host modules save; the record has no
+    """chapters/chNN_name/figures.toml lists the sections its notebook and host modules save; the record has no
     chapter section its chapter does not declare."""
     declared = {}
     for path, decl in record.write.declarations():
         for name in decl.get("sections", []):
             declared[name] = path
-    for folder in sorted(p for p in config.CHAPTERS_DIR.iterdir() if p.is_dir()):
+    for folder in sorted(p for p in config.CHAPTERS_DIR.iterdir() if p.is_dir() and p.name != "__pycache__"):
         fig = folder / "figures.toml"
         assert fig.exists(), f"{folder.name}: no figures.toml (CONTRIBUTING.md, 'A chapter')"
         nb = json.loads((config.CHAPTERS_DIR / f"{folder.name}.ipynb").read_text())

@@ -135,6 +135,11 @@ def wait(m, ins):
                 ok[t] = True
                 m.VC[t] = np.maximum(m.VC[t], mb.done)
                 m.last_mbar_wait[int(t)] = (mb, getattr(mb, "completed_by", None), ins)
+                # the phase this wait saw complete (the latest of parity s, or the state's phase): every TMA
+                # byte of it and of earlier phases has landed (exit-before-tma-load)
+                seen = (mb.phase - 1 if (mb.phase - 1) % 2 == int(s[t]) % 2 else mb.phase - 2) if parity \
+                    else int(s[t])
+                mb.observed = max(getattr(mb, "observed", -1), seen)
             else:
                 # the thread sleeps in the wait until the phase completes, then tries again
                 m.pc[t] = m.cur_pc

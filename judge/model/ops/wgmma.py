@@ -1,6 +1,6 @@
 """judge.model.ops.wgmma - warpgroup MMA: wgmma.fence, mma_async (shared-memory descriptors), commit_group, wait_group.
 
-Registered with judge.model.registry; tested by tests/model/test_model_ops_async.py and tests/model/test_model_ch4.py. The operand addresses and the accumulator fragment come from
+Registered with judge.model.registry; tested by tests/model/test_model_ops_async.py and tests/chapters/ch04_wgmma/test_on_model.py. The operand addresses and the accumulator fragment come from
 judge/hw/wgmma.py (descriptor decode, operand_address, fragment_coord), the course's own model of the
 PTX ISA tables. Supported: .m64nNk16 (.bf16 / .f16) and .m64nNk32 (.e4m3 / .e5m2) with .f32 accumulators, both from
 shared memory (descriptors), K-major (imm-trans 0) or, for .bf16 / .f16, MN-major (imm-trans 1: the

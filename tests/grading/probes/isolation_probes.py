@@ -136,11 +136,12 @@ def worker_dumpable():
         p.close()
 
 
-def grader_work(seconds: float, limit_s: float):
-    """The grader's own slow work (as compiling or a CPU-model case on a loaded machine) inside Submission.busy."""
+def grader_work(seconds: float, limit_s: float, work: str = ""):
+    """The grader's own slow work (as compiling or a CPU-model case on a loaded machine) inside Submission.busy,
+    named `work` on the channel as the CUDA flow names it ("compile", "model")."""
     from judge.grading import submission
     sub = submission.Submission.__new__(submission.Submission)
-    with sub.busy(limit_s=limit_s):
+    with sub.busy(limit_s=limit_s, work=work):
         time.sleep(seconds)
     return seconds
 
