@@ -33,12 +33,18 @@ ROOT = config.ROOT
 PY = [e for e in exercise.all_exercises() if not e.needs_gpu]
 
 #: judge.hw functions that still give a Python exercise's worked examples in a release, and why they stay:
-#: the CPU model or a chapter needs them (a list that only shrinks)
+#: the CPU model needs them, and the course's own kernels (which the chapters teach, so the release ships
+#: them) compute the same rule in CUDA; no release that teaches those kernels can hold less (a list that
+#: only shrinks)
 KNOWN = {
-    "e8m0_scale": "judge.hw.formats.e8m0_decode: the CPU model's block-scaled MMA decodes E8M0 scales with it",
-    "wgmma_fragment": "judge.hw.wgmma.fragment_coord / fragment_owner: the CPU model's wgmma places D with them",
-    "wgmma_descriptor": "judge.hw.wgmma.encode: chapter 4 demonstrates it and the CPU model decodes with its fields",
-    "umma_descriptor": "judge.hw.umma.encode / encode_idesc: chapter 5 demonstrates both",
+    "e8m0_scale": "judge.hw.formats.e8m0_decode: the CPU model's block-scaled MMA decodes E8M0 scales with "
+                  "it, and the statement itself defines the format (2^(code - 127), 0xFF NaN)",
+    "wgmma_fragment": "judge.hw.wgmma.fragment_coord / fragment_owner: the CPU model's wgmma places D with them, "
+                      "and every chapter 4 kernel's epilogue stores its accumulators by the same layout",
+    "wgmma_descriptor": "judge.hw.wgmma.encode: the CPU model decodes with its fields, and judge/include/wgmma.cuh "
+                        "(desc_kmajor, included by every chapter 4 kernel) sets the same fields",
+    "umma_descriptor": "judge.hw.umma.encode / encode_idesc: chapter 5 demonstrates both, and "
+                       "judge/include/tcgen05.cuh (smem_desc, idesc_bf16_f32) encodes the same for its kernels",
 }
 #: The probe finds a function that takes the statement's call as written. Rules the copy keeps under another
 #: signature escape it, and stay because the CPU model or a chapter runs them: judge.hw.pipesim (chapter 1's
