@@ -58,7 +58,11 @@ NOTEBOOK = "chapters/ch06_attention.ipynb"
 BLOCK_M = 64                   # query rows per consumer warpgroup
 
 #: The ladder, in order: file, kernel, threads per block, query rows per block, and the defines of
-#: each head dimension (keys per block, ring stages).
+#: each head dimension (keys per block, ring stages). Rungs 4 and 5 take a 3-stage ring at d = 128 where rung 3
+#: takes 2: a consumer of theirs releases block j - 1's slot only when the batch holding S_j = Q K_j^T is done,
+#: so with 2 slots the load of block j + 1 (into j - 1's slot) cannot start before that batch ends, and the
+#: next turn waits for its bytes. 3 slots (225 KiB of shared memory with Q) let it land during the batch
+#: (VARIANTS times the 2-slot builds beside them).
 RUNGS: list[dict] = [
     {"name": "one warpgroup", "file": "attn_02_one_warpgroup.cu", "kernel": "attn_one_warpgroup",
      "what": "one warpgroup per 64 query rows: S = QK^T by wgmma from shared memory, softmax in registers "
@@ -73,29 +77,46 @@ RUNGS: list[dict] = [
      "what": "rung 3 with turns: each consumer issues S_j = QK_j^T and O += P_{j-1}V_{j-1} as one batch on its "
              "turn (ordered named barriers), then runs softmax j while the other's batch runs",
      "threads": 384, "rows": 128, "q_rows": 64,
-     "defines": {128: {"BLOCK_N": 128, "STAGES": 2, "PINGPONG": 1}, 64: {"BLOCK_N": 128, "STAGES": 4, "PINGPONG": 1}}},
+     "defines": {128: {"BLOCK_N": 128, "STAGES": 3, "PINGPONG": 1}, 64: {"BLOCK_N": 128, "STAGES": 4, "PINGPONG": 1}}},
     {"name": "intra-warpgroup overlap", "file": "attn_03_warp_specialized.cu", "kernel": "attn_warp_specialized",
      "what": "rung 4 with each consumer's softmax j run while its own P_{j-1}V_{j-1} is in flight (wgmma.wait_group 1, "
              "then 0 before O is rescaled)",
      "threads": 384, "rows": 128, "q_rows": 64,
-     "defines": {128: {"BLOCK_N": 128, "STAGES": 2, "PINGPONG": 1, "INTRA": 1},
+     "defines": {128: {"BLOCK_N": 128, "STAGES": 3, "PINGPONG": 1, "INTRA": 1},
                  64: {"BLOCK_N": 128, "STAGES": 4, "PINGPONG": 1, "INTRA": 1}}},
 ]
 
 HEAD_DIMS = (64, 128)
 
+#: Builds that are not rungs, timed and profiled beside the ladder to show why a rung is built as it is: a
+#: rung's name, the defines that replace its own, and the head dimensions they are timed at.
+VARIANTS: list[dict] = [
+    {"name": "ping-pong, 2-stage ring", "of": "ping-pong", "defines": {"STAGES": 2}, "head_dims": (128,)},
+    {"name": "intra-warpgroup overlap, 2-stage ring", "of": "intra-warpgroup overlap", "defines": {"STAGES": 2},
+     "head_dims": (128,)},
+]
+
 
 def rung(name: str) -> dict:
+    """A rung of RUNGS by name, or a VARIANTS build as its rung with the variant's defines applied."""
     for r in RUNGS:
         if r["name"] == name:
             return r
-    raise KeyError(f"no rung {name!r}; the rungs are: " + ", ".join(repr(r["name"]) for r in RUNGS))
+    for v in VARIANTS:
+        if v["name"] == name:
+            base = rung(v["of"])
+            return {**base, "name": name, "variant_of": v["of"], "head_dims": v["head_dims"],
+                    "defines": {d: {**base["defines"][d], **v["defines"]} for d in v["head_dims"]}}
+    raise KeyError(f"no rung {name!r}; the rungs are: " + ", ".join(repr(r["name"]) for r in RUNGS + VARIANTS))
 
 
 def defines(name: str, head_dim: int, **extra) -> dict:
     if head_dim not in HEAD_DIMS:
         raise ValueError(f"head_dim {head_dim}: the kernels take d = 64 or 128 (a TMA box row is 64 bf16)")
-    d = {"HEAD_DIM": head_dim, **rung(name)["defines"][head_dim]}
+    r = rung(name)
+    if head_dim not in r["defines"]:
+        raise ValueError(f"{name!r} is built for d = {', '.join(map(str, r['defines']))} only, not {head_dim}")
+    d = {"HEAD_DIM": head_dim, **r["defines"][head_dim]}
     d.update(extra)
     return d
 
@@ -354,7 +375,8 @@ def measure(probs=None, rungs=None, rounds: int = 3, reps: int = 10) -> list[dic
     For each problem: fresh random inputs (two sets), outputs poisoned; every kernel checked against float64
     once (its output matched: `matched float64`), then timed in `rounds` interleaved rounds of
     judge.gpu.timing.bench (L2 scrubbed before each launch, the two sets alternating, `reps` launches, the
-    median), each kernel's figure the median of its rounds. Rows: rung or backend, batch, heads, seq_len,
+    median), each kernel's figure the median of its rounds. The VARIANTS of the rungs timed are timed too, at
+    their head dimensions (their rows say which rung they vary: "variant of"). Rows: rung or backend, batch, heads, seq_len,
     head_dim, causal, TFLOPS, share of the fastest backend, matched float64, ms, spread (of the rounds).
     A backend that refuses the problem (torch raises) is left out, and said in `skipped`.
     """
@@ -362,6 +384,7 @@ def measure(probs=None, rungs=None, rounds: int = 3, reps: int = 10) -> list[dic
     torch = _torch()
     probs = problems() if probs is None else probs
     names = [r["name"] for r in RUNGS] if rungs is None else list(rungs)
+    names += [v["name"] for v in VARIANTS if v["of"] in names and v["name"] not in names]   # timed beside
     rows = []
     for p in probs:
         B, H, S, d, c = p["batch"], p["heads"], p["seq_len"], p["head_dim"], p["causal"]
@@ -371,7 +394,8 @@ def measure(probs=None, rungs=None, rounds: int = 3, reps: int = 10) -> list[dic
         lse = torch.empty((B, H, S), device="cuda", dtype=torch.float32)
         kernels = {}
         for n in names:
-            kernels[(n, "rung")] = launcher(n, B, H, S, d, c)
+            if d in rung(n)["defines"]:
+                kernels[(n, "rung")] = launcher(n, B, H, S, d, c)
         for bk in BACKENDS:
             kernels[(bk, "backend")] = sdpa_launcher(bk, c)
         matched, skipped = {}, {}
@@ -395,7 +419,9 @@ def measure(probs=None, rungs=None, rounds: int = 3, reps: int = 10) -> list[dic
         ms = {key: float(np.median(v)) for key, v in times.items()}
         best_backend = min((ms[k] for k in ms if k[1] == "backend"), default=float("nan"))
         for key in kernels:
-            rows.append({key[1]: key[0], "batch": B, "heads": H, "seq_len": S, "head_dim": d, "causal": c,
+            rows.append({key[1]: key[0], **({"variant of": rung(key[0])["variant_of"]}
+                                            if key[1] == "rung" and "variant_of" in rung(key[0]) else {}),
+                         "batch": B, "heads": H, "seq_len": S, "head_dim": d, "causal": c,
                          "TFLOPS": flops(p) / (ms[key] * 1e-3) / 1e12, "of fastest backend": best_backend / ms[key],
                          "matched float64": matched[key], "ms": ms[key],
                          "spread": float((max(times[key]) - min(times[key])) / ms[key])})

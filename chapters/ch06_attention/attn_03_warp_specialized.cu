@@ -23,6 +23,9 @@
 //                wgmma.wait_group 1 after the batch (S_j's group is the older one, and groups complete in
 //                order), softmax j on S_j, then wait_group 0, O rescaled, P_j packed. The register cost:
 //                P_{j-1}'s fragment stays live beside S_j while the softmax runs (BLOCK_N / 4 registers).
+// Ring depth: in rungs 4 and 5 a consumer releases block j-1's slot only once the batch holding S_j is done,
+// and block j+1 goes into that slot when STAGES is 2: its load cannot start before that batch ends, and the
+// next turn waits for it. attention.py builds them with STAGES 3 at d = 128 (rung 3 releases after each P V).
 // Run: chapters/ch06_attention/attention.py (model_check("warp specialized", "ping-pong" or "intra-warpgroup overlap", ...)).
 // judge: target=sm_90a features=wgmma,wgmma.rs,setmaxnreg,tma.load,mbarrier.wait
 #include "attention.cuh"

@@ -1,5 +1,6 @@
 """chapters/ch06_attention/counters.py - what the record's counters pass profiles in chapter 6: every rung of
-the attention ladder (attention.RUNGS) and torch SDPA's flash and cuDNN backends beside them, at d = 128 and
+the attention ladder (attention.RUNGS), the builds that show why rungs 4 and 5 take a 3-stage ring
+(attention.VARIANTS), and torch SDPA's flash and cuDNN backends beside them, at d = 128 and
 S = 4096 (B = 4, H = 16: 16k tokens), non-causal; each in a child process under Nsight Compute. The pass
 (judge/record/counters.py) reads this list and starts the children; figures.toml names this module.
 
@@ -32,6 +33,10 @@ def kernels() -> list[dict]:
     out = [{"id": f"ch06.{_slug(r['name'])}", "chapter": "ch06", "label": r["name"], "kernel": r["kernel"],
             "variant": False, "size": size, "sources": [str(HERE / r["file"]), str(HERE / "attention.py"), __file__]}
            for r in attention.RUNGS]
+    out += [{"id": f"ch06.{_slug(v['name'])}", "chapter": "ch06", "label": v["name"], "kernel": attention.rung(v["name"])["kernel"],
+             "variant": True, "size": size, "sources": [str(HERE / attention.rung(v["name"])["file"]),
+                                                       str(HERE / "attention.py"), __file__]}
+            for v in attention.VARIANTS if D in v["head_dims"]]
     out += [{"id": f"ch06.{_slug(b)}", "chapter": "ch06", "label": b, "kernel": k, "regex": True, "backend": b,
              "variant": True, "size": size, "sources": [str(HERE / "attention.py"), __file__]}
             for b, k in BACKEND_KERNELS.items()]

@@ -16,7 +16,7 @@ from chapters.ch06_attention.attention import RUNGS
 def summary(rows) -> list[dict]:
     """measure()'s rows, one line per head dimension and rung: its share of the fastest SDPA backend, lowest and
     highest over the problems, and on how many problems it was the fastest rung of the course."""
-    rows = [r for r in rows if "rung" in r]
+    rows = [r for r in rows if "rung" in r and "variant of" not in r]      # the ladder's rungs (VARIANTS apart)
     probs = {(r["seq_len"], r["head_dim"], r["causal"]) for r in rows}
     best = {p: max((r for r in rows if (r["seq_len"], r["head_dim"], r["causal"]) == p), key=lambda r: r["TFLOPS"])["rung"]
             for p in probs}
@@ -50,3 +50,14 @@ def counter_rows(ctr) -> list[dict]:
     return out
 
 
+def variant_rows(rows) -> list[dict]:
+    """Each VARIANTS build beside the rung it varies, problem by problem: both TFLOPS and the rung's speedup."""
+    out = []
+    for v in (r for r in rows if "variant of" in r):
+        same = [r for r in rows if r.get("rung") == v["variant of"] and all(
+            r[k] == v[k] for k in ("batch", "heads", "seq_len", "head_dim", "causal"))]
+        if same:
+            out.append({"rung": v["variant of"], "variant": v["rung"], "S": v["seq_len"], "d": v["head_dim"],
+                        "causal": v["causal"], "rung TFLOPS": same[0]["TFLOPS"], "variant TFLOPS": v["TFLOPS"],
+                        "rung / variant": same[0]["TFLOPS"] / v["TFLOPS"]})
+    return out
