@@ -5,6 +5,7 @@ counters each "why" of the notebook's section 4 rests on.
     from judge import record
     results.summary(record.figures("ch06.attention")["rows"])      # one line per head dimension and rung
     results.counter_rows(record.figures("ch06.counters"))          # the short counters table
+    results.variant_rows(record.figures("ch06.attention")["rows"])  # rungs 4 and 5 beside their 2-slot builds
 
 Any machine: it reads the record only (the figures come from attention.measure() and the counters pass).
 """
