@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 
+from judge import gpu
 from judge.grading import exercise, grade
 
 ex = next(e for e in exercise.all_exercises() if e.id == "attention_softmax")
@@ -26,8 +27,6 @@ def down(x):
 tiers = {"bronze": down(0.50 * f), "silver": down(0.70 * f), "gold": down(0.85 * f)}
 path = ex.folder / "exercise.toml"
 text = path.read_text()
-from judge import gpu   # noqa: E402 - the device the fraction was measured on, named in the comment
-
 block = ("# the solution ran at %.2f of SDPA flash on an %s when these were set: gold 0.85x, silver 0.70x, bronze "
          "0.50x of it\n[tiers]\nbronze = %.2f\nsilver = %.2f\ngold = %.2f\n"
          % (f, gpu.info().name.replace("NVIDIA ", ""), tiers["bronze"], tiers["silver"], tiers["gold"]))
